@@ -1,0 +1,78 @@
+"""gpuperf_magics: profile PyTorch training in Jupyter and predict training time.
+
+``%load_ext gpuperf_magics`` registers ``%%profile_training`` and ``%predict_time``. Everything
+the magics do is reachable from Python without IPython::
+
+    import gpuperf_magics as gm
+    with gm.profile_training(name="resnet18", store="runs.sqlite") as run:
+        train()                      # unchanged training loop
+    gm.Store("runs.sqlite").runs()   # one row per profiled configuration
+
+Importing this package is cheap: torch, IPython, pandas and scikit-learn are imported only
+when a name that needs them is first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Run",
+    "Store",
+    "TrainingTimeModel",
+    "__version__",
+    "evaluate",
+    "gpus",
+    "load_ipython_extension",
+    "profile_training",
+    "unload_ipython_extension",
+]
+
+# name -> module that defines it; resolved on first access (PEP 562).
+_LAZY = {
+    "Run": "gpuperf_magics.run",
+    "Store": "gpuperf_magics.store",
+    "profile_training": "gpuperf_magics.capture",
+    "TrainingTimeModel": "gpuperf_magics.model",
+    "evaluate": "gpuperf_magics.model",
+    "gpus": "gpuperf_magics.hardware.catalog",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from gpuperf_magics.capture import profile_training
+    from gpuperf_magics.hardware.catalog import gpus
+    from gpuperf_magics.model import TrainingTimeModel, evaluate
+    from gpuperf_magics.run import Run
+    from gpuperf_magics.store import Store
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuperf_magics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+def load_ipython_extension(ipython: InteractiveShell) -> None:
+    """Register the magics (``%load_ext gpuperf_magics``)."""
+    from gpuperf_magics import magics
+
+    magics.load(ipython)
+
+
+def unload_ipython_extension(ipython: InteractiveShell) -> None:
+    """Remove the magics and anything the extension installed (``%unload_ext``)."""
+    from gpuperf_magics import magics
+
+    magics.unload(ipython)

@@ -1,0 +1,7 @@
+"""Capture of training iterations: hooks, clocks, and the ``profile_training`` session."""
+
+from __future__ import annotations
+
+from gpuperf_magics.capture.session import ProfileSession, profile_training, unsaved_runs
+
+__all__ = ["ProfileSession", "profile_training", "unsaved_runs"]

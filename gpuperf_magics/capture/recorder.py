@@ -1,0 +1,548 @@
+"""Find the training iterations of unchanged user code and timestamp them.
+
+How (verified facts in ``shared/notes/capture.md``):
+
+1. Global optimizer step hooks mark iteration boundaries. A re-entrancy counter ignores nested
+   ``step`` calls (subclasses calling ``super().step()``); the first optimizer to finish a step
+   is the *primary* one, the others are only counted.
+2. Until the first step (the *discovery* phase), global module forward hooks see the top-level
+   training calls (outermost module, ``training`` mode, grad enabled) and their batch. At the
+   first step the model is the module owning the stepping optimizer's parameters; the global
+   module hooks are then removed (they slow every module call and split ``torch.compile``
+   graphs) and replaced by hooks on that one module, the outermost wrapper. A compiled
+   (``OptimizedModule``) model is adopted at its first call, before Dynamo traces it, so the
+   global hooks are never part of its guards.
+3. Without any ``torch.optim`` step, the end of each backward pass marks iterations; without a
+   backward pass, each top-level training forward call does.
+
+Everything on the per-iteration path is a few attribute updates and one clock mark; all
+interpretation happens in :meth:`Recorder.iterations` after the cell.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from gpuperf_magics.capture.clock import Clock, make_clock
+from gpuperf_magics.run import IterationRecord
+
+__all__ = ["Recorder"]
+
+#: Top-level calls of one module seen before any optimizer step, after which it is adopted
+#: as the model even though nothing stepped yet (manual SGD loops, custom optimizers).
+_ADOPT_AFTER_CALLS = 8
+
+_is_grad_enabled = torch.is_grad_enabled
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
+_Tensor = torch.Tensor
+
+
+def _first_tensor(obj: Any) -> torch.Tensor | None:
+    """The first tensor in args/kwargs-like containers, one level deep (cheap on purpose)."""
+    if isinstance(obj, _Tensor):
+        return obj
+    if isinstance(obj, (list, tuple)):
+        for item in obj:
+            if isinstance(item, _Tensor):
+                return item
+            if isinstance(item, (list, tuple, dict)):
+                found = _first_tensor(item)
+                if found is not None:
+                    return found
+    elif isinstance(obj, dict):
+        return _first_tensor(tuple(obj.values()))
+    return None
+
+
+def _batch_of(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> int | None:
+    t = _first_tensor(args)
+    if t is None and kwargs:
+        t = _first_tensor(kwargs)
+    if t is None or t.dim() == 0:
+        return None
+    return int(t.shape[0])
+
+
+def _output_grad_fn(output: Any) -> Any:
+    """grad_fn of the first differentiable tensor of a forward's output (tensor/tuple/dict/obj)."""
+    if isinstance(output, _Tensor):
+        return output.grad_fn
+    if isinstance(output, dict):
+        items: Any = output.values()
+    elif isinstance(output, (list, tuple)):
+        items = output
+    else:
+        items = (getattr(output, k, None) for k in ("loss", "logits", "last_hidden_state"))
+    for item in items:
+        if isinstance(item, _Tensor) and item.grad_fn is not None:
+            return item.grad_fn
+    return None
+
+
+def unwrap_model(module: nn.Module) -> nn.Module:
+    """The user's network inside ``torch.compile``/DataParallel/DDP wrappers."""
+    seen = 0
+    while seen < 8:
+        inner = getattr(module, "_orig_mod", None)
+        if inner is None and isinstance(
+            module, (nn.DataParallel, nn.parallel.DistributedDataParallel)
+        ):
+            inner = module.module
+        if not isinstance(inner, nn.Module):
+            return module
+        module, seen = inner, seen + 1
+    return module
+
+
+def _is_compiled_wrapper(module: nn.Module) -> bool:
+    return isinstance(getattr(module, "_orig_mod", None), nn.Module)
+
+
+# Event codes of the log. One tuple per event: (code, token, batch, inside_step, module_id).
+FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED = range(7)
+
+
+class Recorder:
+    """Context manager that installs the hooks, logs marks and removes every hook on exit.
+
+    The hooks only append small tuples to an event log; :meth:`iterations` interprets it after
+    the cell, so the timed path stays a few microseconds per iteration.
+
+    Parameters
+    ----------
+    phases : bool
+        Also timestamp forward, backward and optimizer phases (~30 µs per iteration).
+    sync : bool
+        Synchronise the accelerator at every mark (exact wall time, loses CPU/GPU overlap).
+    """
+
+    def __init__(self, *, phases: bool = False, sync: bool = False) -> None:
+        self.phases = phases
+        self.sync = sync
+        self.clock: Clock | None = None
+        self.model: nn.Module | None = None
+        self.primary: Any = None
+        self.other_steps: Counter[str] = Counter()
+        self.optimizer_info: dict[str, Any] = {}
+        self.example: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        self.autocast = False
+        self.loaders: dict[int, list[Any]] = {}  # id -> [loader, passes]
+        self.events: list[tuple[Any, ...]] = []
+        self._handles: list[Any] = []
+        self._global_handles: list[Any] = []
+        self._model_handles: list[Any] = []
+        self._restore: list[Callable[[], None]] = []
+        self._step_depth = 0
+        self._depth = 0
+        self._top: nn.Module | None = None
+        self._top_token: int | None = None
+        self._seen: dict[int, list[Any]] = {}  # id -> [module, calls, example, autocast]
+        self._steps_since_update = 0
+        self._timed_hooks = False
+        self._active = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> Recorder:
+        from torch.nn.modules import module as module_mod
+        from torch.optim import optimizer as optim_mod
+
+        self._active = True
+        # Our global hooks are gone before a compiled model's inner call (see _g_pre), so
+        # torch's warning that they would fire twice for it does not apply.
+        warnings.filterwarnings(
+            "ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
+            category=UserWarning,
+        )
+        self._warning_filter = warnings.filters[0]
+        try:
+            # When a user compiles around opt.step(), Dynamo would trace our hooks and break
+            # the graph with a warning at the clock read; under tracing the hooks hand over
+            # to a Dynamo-disabled twin (a silent break). A disable wrapper on every eager
+            # call would cost ~3 µs per step, so the eager path stays plain.
+            self._opt_pre_untraced = _dynamo_disabled(self._opt_pre)
+            self._opt_post_untraced = _dynamo_disabled(self._opt_post)
+            self._handles.append(optim_mod.register_optimizer_step_pre_hook(self._opt_pre_hook))
+            self._handles.append(optim_mod.register_optimizer_step_post_hook(self._opt_post_hook))
+            self._global_handles = [
+                module_mod.register_module_forward_pre_hook(self._g_pre),
+                module_mod.register_module_forward_hook(
+                    self._g_post, with_kwargs=True, always_call=True
+                ),
+            ]
+            self._patch_grad_scaler()
+            self._patch_dataloader()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove every hook and patch; finish the clock. Safe to call twice."""
+        if not self._active:
+            return
+        self._active = False
+        self._global_off()
+        for h in (*self._handles, *self._model_handles):
+            h.remove()
+        self._handles, self._model_handles = [], []
+        for undo in reversed(self._restore):
+            undo()
+        self._restore.clear()
+        with contextlib.suppress(ValueError):
+            warnings.filters.remove(self._warning_filter)
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+        if self.clock is not None:
+            self.clock.finish()
+
+    def _ensure_clock(self, device: torch.device | None) -> Clock:
+        if self.clock is None:
+            self.clock = make_clock(device, self.sync)
+            self.clock.start()
+        return self.clock
+
+    # ------------------------------------------------------------------ patches
+    def _patch_grad_scaler(self) -> None:
+        """Notice AMP steps skipped by GradScaler: ``update()`` with no optimizer step before."""
+        classes = [getattr(getattr(torch, "amp", None), "GradScaler", None)]
+        classes.append(getattr(getattr(torch.cuda, "amp", None), "GradScaler", None))
+        for cls in dict.fromkeys(c for c in classes if c is not None and "update" in vars(c)):
+            original = cls.update
+
+            def update(scaler: Any, *args: Any, _orig: Any = original, **kwargs: Any) -> Any:
+                self._on_scaler_update()
+                return _orig(scaler, *args, **kwargs)
+
+            cls.update = update
+            self._restore.append(lambda c=cls, o=original: setattr(c, "update", o))
+
+    def _patch_dataloader(self) -> None:
+        """Count passes over DataLoaders (epochs, dataset size): once per epoch, not per step."""
+        loader_cls = torch.utils.data.DataLoader
+        original = loader_cls.__iter__
+        loaders = self.loaders
+
+        def __iter__(loader: Any) -> Any:
+            entry = loaders.setdefault(id(loader), [loader, 0])
+            entry[1] += 1
+            return original(loader)
+
+        loader_cls.__iter__ = __iter__  # type: ignore[method-assign]
+        self._restore.append(lambda: setattr(loader_cls, "__iter__", original))
+
+    def _on_scaler_update(self) -> None:
+        if self.primary is not None and self.clock is not None and self._active:
+            if self._steps_since_update == 0:
+                self.events.append((SKIPPED, self.clock.mark()))
+            self._steps_since_update = 0
+
+    # ------------------------------------------------------------------ optimizer hooks
+    def _opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if _is_compiling():
+            return self._opt_pre_untraced(opt, args, kwargs)
+        self._opt_pre(opt, args, kwargs)
+
+    def _opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if _is_compiling():
+            return self._opt_post_untraced(opt, args, kwargs)
+        self._opt_post(opt, args, kwargs)
+
+    def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self._step_depth += 1
+        if self.phases and self._step_depth == 1 and self.clock is not None and (
+            self.primary is None or opt is self.primary
+        ):
+            self.events.append((STEP_START, self.clock.mark()))
+
+    def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self._step_depth -= 1
+        if self._step_depth:
+            return  # a nested super().step(): the outer call ends the step
+        if self.primary is None:
+            self._choose_primary(opt)
+        elif opt is not self.primary:
+            self.other_steps[type(opt).__name__] += 1
+            return
+        self._steps_since_update += 1
+        self.events.append((STEP_END, self.clock.mark()))  # type: ignore[union-attr]
+
+    def _choose_primary(self, opt: Any) -> None:
+        self.primary = opt
+        self.optimizer_info = {"optimizer": type(opt).__name__, "lr": _lr_of(opt)}
+        owned = {id(p) for g in opt.param_groups for p in g["params"]}
+        best, best_overlap = None, 0
+        for module, *_ in self._seen.values():
+            overlap = sum(1 for p in module.parameters() if id(p) in owned)
+            if overlap > best_overlap:
+                best, best_overlap = module, overlap
+        if best is None and self.model is None and self._seen:
+            best = max(self._seen.values(), key=lambda e: e[1])[0]
+        if best is not None and best is not self.model:
+            self._adopt(best)
+        elif self.model is not None and self._timed_hooks and not self.phases:
+            self._install_model_hooks(self.model, timed=False)  # steps now mark iterations
+        self._global_off()
+        self._ensure_clock(_device_of(self.model) or _opt_device(opt))
+
+    # ------------------------------------------------------------------ discovery (global)
+    def _g_pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
+        depth = self._depth
+        self._depth = depth + 1
+        if depth or not module.training or not _is_grad_enabled():
+            return
+        self._top = module
+        self._top_token = self._ensure_clock(_device_of(module, args)).mark()
+        if _is_compiled_wrapper(module):
+            # Adopt at once, before Dynamo traces the inner module with global hooks present:
+            # otherwise removing them later would force a recompilation.
+            self._depth = 0
+            self._top = None
+            self._adopt(module, timed=True)
+            self._log_forward(module, args, {}, self._top_token)
+
+    def _g_post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        self._depth -= 1
+        if self._depth or module is not self._top:
+            return
+        self._top = None
+        if not any(p.requires_grad for p in module.parameters()):
+            return  # a loss module or a frozen feature extractor: never the model
+        entry = self._seen.get(id(module))
+        if entry is None:
+            entry = self._seen[id(module)] = [module, 0, (tuple(args), dict(kwargs)),
+                                              _autocast_on()]
+        entry[1] += 1
+        self.events.append((FWD, self._top_token, _batch_of(args, kwargs),
+                            self._step_depth > 0, id(module)))
+        self._after_forward(output)
+        if self.primary is None and self.model is None and entry[1] >= _ADOPT_AFTER_CALLS:
+            self._adopt(module, timed=True)
+
+    def _global_off(self) -> None:
+        from torch.nn.modules import module as module_mod
+
+        for h in self._global_handles:
+            h.remove()
+            # torch's handle forgets this dict (2.13): a stale id would keep every module
+            # off its fast path and make torch.compile'd modules warn for the process's life.
+            getattr(module_mod, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
+        self._global_handles = []
+
+    def _adopt(self, module: nn.Module, timed: bool = False) -> None:
+        """Make ``module`` the model: per-model hooks on it, global module hooks removed."""
+        self.model = module
+        entry = self._seen.get(id(module))
+        if entry is not None:
+            self.example, self.autocast = entry[2], entry[3]
+        self._global_off()
+        self._seen.clear()
+        self._install_model_hooks(module, timed=timed or self.phases)
+
+    # ------------------------------------------------------------------ per-model hooks
+    def _install_model_hooks(self, module: nn.Module, timed: bool) -> None:
+        for h in self._model_handles:
+            h.remove()
+        self._timed_hooks = timed
+        if timed:
+            self._model_handles = [
+                module.register_forward_pre_hook(self._m_pre_timed, with_kwargs=True),
+                module.register_forward_hook(self._m_post, with_kwargs=True, always_call=True),
+            ]
+        else:
+            self._model_handles = [module.register_forward_pre_hook(self._m_pre,
+                                                                    with_kwargs=True)]
+
+    def _log_forward(self, module: nn.Module, args: Any, kwargs: Any, token: int | None) -> None:
+        if self.example is None:
+            self.example = (tuple(args), dict(kwargs or {}))
+            self.autocast = _autocast_on()
+        self.events.append((FWD, token, _batch_of(args, kwargs), self._step_depth > 0,
+                            id(module)))
+
+    def _m_pre(self, module: nn.Module, args: Any, kwargs: Any) -> None:
+        # Steps-only path: the cheapest hook that still sees every micro-batch.
+        if module.training and _is_grad_enabled():
+            self._log_forward(module, args, kwargs, None)
+
+    def _m_pre_timed(self, module: nn.Module, args: Any, kwargs: Any) -> None:
+        if module.training and _is_grad_enabled():
+            token = self._ensure_clock(_device_of(module, args)).mark()
+            self._log_forward(module, args, kwargs, token)
+
+    def _m_post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+        if module.training and _is_grad_enabled() and self.clock is not None:
+            if self.phases:
+                self.events.append((FWD_END, self.clock.mark()))
+            self._after_forward(output)
+
+    def _after_forward(self, output: Any) -> None:
+        grad_fn = _output_grad_fn(output)
+        if grad_fn is not None:
+            grad_fn.register_prehook(self._bwd_start)
+
+    def _bwd_start(self, grad_outputs: Any) -> None:
+        if self.clock is None or not self._active:
+            return
+        self.events.append((BWD_START, self.clock.mark()))
+        # Runs when the whole backward pass is done: the trick DDP and FSDP rely on.
+        torch.autograd.Variable._execution_engine.queue_callback(  # type: ignore[attr-defined]
+            self._bwd_end
+        )
+
+    def _bwd_end(self) -> None:
+        if self.clock is not None and self._active:
+            self.events.append((BWD_END, self.clock.mark()))
+
+    # ------------------------------------------------------------------ results
+    @property
+    def detection(self) -> str:
+        """What marked the iterations: optimizer_step, backward, forward or none."""
+        codes = {e[0] for e in self.events}
+        if STEP_END in codes:
+            return "optimizer_step"
+        if BWD_END in codes:
+            return "backward"
+        model_id = id(self.model)
+        if sum(1 for e in self.events if e[0] == FWD and e[4] == model_id and e[1] is not None) > 1:
+            return "forward"
+        return "none"
+
+    def iterations(self) -> list[IterationRecord]:
+        """Iteration records interpreted from the event log (call after :meth:`close`)."""
+        clock = self.clock
+        detection = self.detection
+        if clock is None or detection == "none":
+            return []
+        sec = clock.seconds
+        model_id = id(self.model)
+        events = [e for e in self.events if e[0] != FWD or e[4] == model_id]
+        if detection == "forward":
+            starts = [e for e in events if e[0] == FWD and e[1] is not None]
+            return [
+                IterationRecord(i, max(sec(b[1]) - sec(a[1]), 0.0), a[2])
+                for i, (a, b) in enumerate(itertools.pairwise(starts))
+            ]
+        ends = {STEP_END, SKIPPED} if detection == "optimizer_step" else {BWD_END}
+        records: list[IterationRecord] = []
+        first_fwd = next((e[1] for e in events if e[0] == FWD and e[1] is not None), None)
+        prev: int | None = first_fwd
+        chunk: list[tuple[Any, ...]] = []
+        for e in events:
+            if e[0] not in ends:
+                chunk.append(e)
+                continue
+            start_s = sec(prev) if prev is not None else 0.0
+            fwds = [c for c in chunk if c[0] == FWD]
+            outside = [c[2] for c in fwds if not c[3]]
+            if outside:
+                samples = sum(b or 0 for b in outside) or None
+                micro = len(outside)
+            else:  # LBFGS-style: every forward ran inside step() on the same batch
+                samples = fwds[0][2] if fwds else None
+                micro = 1 if fwds else 0
+            phases = _phases(chunk, start_s, sec(e[1]), sec) if self.phases else None
+            records.append(IterationRecord(
+                len(records), max(sec(e[1]) - start_s, 0.0), samples, False, phases,
+                e[0] == SKIPPED, micro,
+            ))
+            prev, chunk = e[1], []
+        return records
+
+    def hyper(self) -> dict[str, Any]:
+        """Hyper-parameters seen in the loop (optimizer, lr, DataLoader passes and size)."""
+        out: dict[str, Any] = dict(self.optimizer_info)
+        if self.primary is not None:
+            out["lr_last"] = _lr_of(self.primary)
+        if self.other_steps:
+            out["other_optimizer_steps"] = dict(self.other_steps)
+        out["skipped_steps"] = sum(1 for e in self.events if e[0] == SKIPPED)
+        if self.loaders:
+            loader, passes = max(
+                self.loaders.values(), key=lambda e: (e[1], _safe_len(e[0].dataset) or 0)
+            )
+            out["epochs_seen"] = passes
+            out["dataset_size"] = _safe_len(loader.dataset)
+            out["iterations_per_epoch"] = _safe_len(loader)
+            out["loader_batch_size"] = loader.batch_size
+            out["dataloader_workers"] = loader.num_workers
+        return out
+
+
+def _phases(
+    chunk: list[tuple[Any, ...]], start: float, end: float, sec: Callable[[int], float]
+) -> dict[str, float]:
+    """Split one iteration into data / forward / loss / backward / other / optimizer seconds.
+
+    ``data`` is the gap before each forward (loading, zero_grad), ``loss`` the gap from the
+    forward's end to its backward, ``other`` from the last backward to the optimizer step.
+    """
+    out = dict.fromkeys(("data", "forward", "loss", "backward", "other", "optimizer"), 0.0)
+    cursor, state = start, "other"
+    gap_kind = {FWD: "data", BWD_START: "loss", STEP_START: "other"}
+    span_kind = {FWD_END: "forward", BWD_END: "backward"}
+    for e in chunk:
+        code, token = e[0], e[1]
+        if token is None:
+            continue
+        t = sec(token)
+        if code in gap_kind:
+            out[gap_kind[code] if state != "step" else "optimizer"] += max(t - cursor, 0.0)
+            state = "step" if code == STEP_START else "span"
+        elif code in span_kind:
+            out[span_kind[code]] += max(t - cursor, 0.0)
+            state = "other"
+        cursor = t
+    out["optimizer" if state == "step" else "other"] += max(end - cursor, 0.0)
+    return out
+
+
+def _dynamo_disabled(fn: Callable[..., None]) -> Callable[..., None]:
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(fn) if disable is not None else fn
+
+
+def _device_of(module: nn.Module | None, args: Any = None) -> torch.device | None:
+    if module is not None:
+        for p in module.parameters():
+            return p.device
+    t = _first_tensor(args) if args is not None else None
+    return t.device if t is not None else None
+
+
+def _lr_of(opt: Any) -> float | None:
+    try:
+        lr = opt.param_groups[0].get("lr")
+        return float(lr) if lr is not None else None
+    except (AttributeError, IndexError, TypeError, ValueError):
+        return None
+
+
+def _opt_device(opt: Any) -> torch.device | None:
+    for g in opt.param_groups:
+        for p in g["params"]:
+            return p.device
+    return None
+
+
+def _safe_len(obj: Any) -> int | None:
+    try:
+        return len(obj)
+    except TypeError:
+        return None
+
+
+def _autocast_on() -> bool:
+    try:
+        return bool(torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu"))
+    except TypeError:  # torch < 2.4: no device argument
+        return bool(torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled())

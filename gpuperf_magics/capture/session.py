@@ -1,0 +1,343 @@
+"""``profile_training``: capture one training loop into a :class:`~gpuperf_magics.run.Run`.
+
+Order of work, so that nothing of ours lands on the timed path: hooks on (cheap) → user code →
+hooks off, device synchronised → *then* iteration interpretation, hardware detection,
+architecture description (FLOPs), and the store write.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import statistics
+from collections import Counter
+from types import TracebackType
+from typing import Any
+
+from gpuperf_magics.run import IterationRecord, Run
+
+__all__ = ["ProfileSession", "auto_warmup", "profile_training", "unsaved_runs"]
+
+#: Runs measured but not saved (store unwritable): kept for the life of the process.
+_UNSAVED: list[Run] = []
+
+
+def unsaved_runs() -> list[Run]:
+    """Runs whose store write failed in this process; save them with ``run.save(path)``."""
+    return [r for r in _UNSAVED if r.run_id is None]
+
+
+def auto_warmup(durations: list[float]) -> int:
+    """How many leading iterations are warm-up when the user did not say.
+
+    The first iteration always is (allocations, lazy init, autotuning, compilation). After it,
+    leading iterations stay warm-up while they are more than 1.5× the median of the second
+    half of the run; at most a fifth of the run is flagged.
+    """
+    n = len(durations)
+    if n <= 1:
+        return n
+    reference = statistics.median(durations[n // 2 :])
+    k = 1
+    while k < max(1, n // 5) and durations[k] > 1.5 * reference:
+        k += 1
+    return k
+
+
+class _CpuClockSample:
+    """CPU seconds of the whole machine and of this process, to tell whether others competed."""
+
+    def __init__(self) -> None:
+        self.wall = _monotonic()
+        self.machine = _machine_busy_seconds()
+        t = os.times()
+        self.own = t.user + t.system
+
+    def other_load(self) -> float | None:
+        """Average cores used by other processes since this sample (None off Linux)."""
+        end = _CpuClockSample()
+        wall = end.wall - self.wall
+        if self.machine is None or end.machine is None or wall <= 0.05:
+            return None
+        other = (end.machine - self.machine) - (end.own - self.own)
+        return max(other / wall, 0.0)
+
+
+def _monotonic() -> float:
+    import time
+
+    return time.monotonic()
+
+
+def _machine_busy_seconds() -> float | None:
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _load_avg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def _mode(values: list[int]) -> int | None:
+    values = [v for v in values if v]
+    return Counter(values).most_common(1)[0][0] if values else None
+
+
+class ProfileSession:
+    """Context manager behind :func:`profile_training`; ``__enter__`` returns the :class:`Run`.
+
+    The run is filled in when the block exits; exceptions are never swallowed.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        store: Any = None,
+        *,
+        warmup: int | None = None,
+        tags: dict[str, str] | None = None,
+        epochs: float | None = None,
+        total_iterations: int | None = None,
+        sync: bool = False,
+        phases: bool = False,
+        save: bool = True,
+    ) -> None:
+        if warmup is not None and warmup < 0:
+            raise ValueError(f"warmup must be >= 0, got {warmup}")
+        if epochs is not None and epochs <= 0:
+            raise ValueError(f"epochs must be > 0, got {epochs}")
+        if total_iterations is not None and total_iterations <= 0:
+            raise ValueError(f"total_iterations must be > 0, got {total_iterations}")
+        self.name = name
+        self.store = store
+        self.warmup = warmup
+        self.sync = sync
+        self.phases = phases
+        self.save = save
+        self.run = Run(network=name or "", status="running", tags=dict(tags or {}))
+        if epochs is not None:
+            self.run.hyper["epochs"] = epochs
+        if total_iterations is not None:
+            self.run.hyper["total_iterations"] = total_iterations
+        self._recorder: Any = None
+
+    def __enter__(self) -> Run:
+        from gpuperf_magics.capture.recorder import Recorder
+
+        self.run.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        self.run.quality["load_avg_start"] = _load_avg()
+        self._cpu = _CpuClockSample()
+        self._recorder = Recorder(phases=self.phases, sync=self.sync)
+        self._recorder.__enter__()
+        return self.run
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        self.stop(exc)
+        return False
+
+    def stop(self, error: BaseException | None = None) -> Run:
+        """Remove the hooks, then interpret, describe and save; ``error`` ended the block."""
+        self._recorder.close()
+        if error is None:
+            status = "ok"
+        elif isinstance(error, KeyboardInterrupt):
+            status = "interrupted"
+        else:
+            status = "failed"
+        return self._finish(status, error)
+
+    def _finish(self, status: str, error: BaseException | None) -> Run:
+        run, rec = self.run, self._recorder
+        run.status = status
+        if error is not None:
+            run.error = f"{type(error).__name__}: {error}"[:500]
+        records = rec.iterations()
+        self._fill_quality(rec)
+        if not records:
+            run.notes.append(_no_iteration_reason(rec, status))
+            return run
+        k = self.warmup if self.warmup is not None else auto_warmup(
+            [r.duration_s for r in records]
+        )
+        for r in records[: min(k, len(records))]:
+            r.warmup = True
+        run.iterations = records
+        self._fill_model(rec, records)
+        self._fill_hardware(rec)
+        if run.quality.get("busy"):
+            run.notes.append(
+                f"machine busy: other processes used {run.quality['other_cpu_load']:.1f} cores "
+                "on average during the run; timings may be inflated"
+            )
+        if rec.hyper().get("skipped_steps"):
+            run.notes.append(f"{rec.hyper()['skipped_steps']} optimizer steps skipped by AMP")
+        if self.save:
+            self._save()
+        return run
+
+    # ------------------------------------------------------------------ pieces
+    def _fill_quality(self, rec: Any) -> None:
+        import torch
+
+        q = self.run.quality
+        q["torch_threads"] = torch.get_num_threads()
+        q["interop_threads"] = torch.get_num_interop_threads()
+        q["load_avg_end"] = _load_avg()
+        other = self._cpu.other_load()
+        q["other_cpu_load"] = round(other, 2) if other is not None else None
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        q["busy"] = bool(other is not None and other > max(0.5, 0.25 * (cores or 1)))
+        q["timing_method"] = rec.clock.method if rec.clock is not None else None
+        q["detection"] = rec.detection
+        q["sync"] = self.sync
+        q["phases"] = self.phases
+
+    def _fill_model(self, rec: Any, records: list[IterationRecord]) -> None:
+        from gpuperf_magics.capture.recorder import unwrap_model
+
+        run = self.run
+        steady = [r for r in records if not r.warmup] or records
+        run.batch_size = _mode([r.samples or 0 for r in steady])
+        micro = _mode([r.micro_batches or 0 for r in steady]) or 1
+        hyper = {**rec.hyper(), **run.hyper}
+        hyper["micro_batches"] = micro
+        if run.batch_size:
+            hyper["micro_batch_size"] = run.batch_size // micro
+        if "total_iterations" not in hyper and hyper.get("epochs") and hyper.get(
+            "iterations_per_epoch"
+        ):
+            hyper["total_iterations"] = int(hyper["epochs"] * hyper["iterations_per_epoch"])
+        run.hyper = hyper
+        model = rec.model
+        if not run.network:
+            run.network = type(unwrap_model(model)).__name__ if model is not None else "training"
+        if model is None:
+            return
+        try:
+            from gpuperf_magics.architecture import describe
+
+            args, kwargs = rec.example or ((), {})
+            arch = describe(model, args, kwargs, batch_size=None, amp=rec.autocast)
+            run.architecture = arch.as_features()
+        except Exception as exc:  # never lose the timings over a model we cannot describe
+            run.notes.append(f"architecture not described: {type(exc).__name__}: {exc}")
+        rec.example = None  # release the user's tensors
+
+    def _fill_hardware(self, rec: Any) -> None:
+        from gpuperf_magics.capture.recorder import _device_of
+
+        run = self.run
+        device = _device_of(rec.model)
+        try:
+            from gpuperf_magics.hardware import detect
+
+            hw = detect(device)
+            run.hardware = hw.as_features()
+        except Exception as exc:
+            run.notes.append(f"hardware not detected: {type(exc).__name__}: {exc}")
+        if device is not None and device.type == "cuda":
+            run.device = str(device)
+            run.gpu = run.hardware.get("gpu_name")
+            run.gpu_count = _gpu_count(rec.model)
+        else:
+            run.device = "cpu" if device is None else str(device)
+            run.gpu, run.gpu_count = None, 0
+
+    def _save(self) -> None:
+        from gpuperf_magics.store import Store, StoreError
+
+        try:
+            Store(self.store).save_run(self.run)
+        except StoreError as exc:
+            _UNSAVED.append(self.run)
+            self.run.notes.append(
+                f"not saved: {exc} The run is kept in memory: fix the store, then call "
+                "run.save() (or run.save('other.sqlite')); gpuperf_magics.capture.unsaved_runs() "
+                "lists such runs."
+            )
+
+
+def _gpu_count(model: Any) -> int:
+    from torch import nn
+
+    if isinstance(model, nn.DataParallel):
+        return len(model.device_ids or []) or 1
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        import torch.distributed as dist
+
+        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    return 1
+
+
+def _no_iteration_reason(rec: Any, status: str) -> str:
+    where = " before the first iteration ended" if status != "ok" else ""
+    return (
+        f"no training iteration detected{where}: no torch.optim optimizer stepped, no backward "
+        "pass ended and no module was called twice in training mode. Put the training loop "
+        "itself in the cell (model in train() mode, optimizer.step() inside); nothing was stored."
+    )
+
+
+def profile_training(
+    name: str | None = None,
+    store: Any = None,
+    *,
+    warmup: int | None = None,
+    tags: dict[str, str] | None = None,
+    epochs: float | None = None,
+    total_iterations: int | None = None,
+    sync: bool = False,
+    phases: bool = False,
+    save: bool = True,
+) -> ProfileSession:
+    """Profile the training loop run inside a ``with`` block; the script twin of the magic.
+
+    Parameters
+    ----------
+    name : str, optional
+        Workload label; default: the model's class name.
+    store : str or path-like or Store, optional
+        Where to save the run; default: ``$GPUPERF_STORE`` or the per-user store.
+    warmup : int, optional
+        Leading iterations flagged warm-up; default: chosen from the timings (at least 1).
+    tags : dict, optional
+        Labels kept with the run.
+    epochs, total_iterations : optional
+        What the full job would be; kept with the run for predictions.
+    sync : bool
+        Synchronise the GPU at every iteration (exact wall time, loses CPU/GPU overlap).
+    phases : bool
+        Split each iteration into data/forward/loss/backward/optimizer (~30 µs/iteration).
+    save : bool
+        Write the run to the store (default True).
+
+    Returns
+    -------
+    ProfileSession
+        Its ``__enter__`` returns the :class:`~gpuperf_magics.run.Run`, filled on exit.
+
+    Examples
+    --------
+    >>> import gpuperf_magics as gm
+    >>> with gm.profile_training(name="mlp", store="runs.sqlite") as run:  # doctest: +SKIP
+    ...     for x, y in loader:
+    ...         opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    >>> print(run)  # doctest: +SKIP
+    """
+    return ProfileSession(
+        name, store, warmup=warmup, tags=tags, epochs=epochs, total_iterations=total_iterations,
+        sync=sync, phases=phases, save=save,
+    )

@@ -1,0 +1,180 @@
+"""IPython skin: ``%%profile_training`` (and the settings ``%config GpuPerf.*``).
+
+Magics parse, call the Python API and display; nothing here that a script cannot reach through
+:func:`gpuperf_magics.profile_training` and :class:`gpuperf_magics.Store`.
+"""
+
+from __future__ import annotations
+
+import keyword
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Unicode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from gpuperf_magics.run import Run
+
+__all__ = ["GpuPerf", "load", "unload"]
+
+
+@dataclass
+class _ProfileOptions:
+    name: str | None = None
+    store: str | None = None
+    warmup: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    epochs: float | None = None
+    total_iterations: int | None = None
+    sync: bool = False
+    phases: bool = False
+    quiet: bool = False
+    output: bool = False
+    variable: str | None = None
+
+
+def _parse_tags(items: list[str] | None) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--tag expects key=value, got {item!r} (e.g. --tag lr=0.1)")
+        tags[key.strip()] = value.strip()
+    return tags
+
+
+def _strip_quotes(text: str | None) -> str | None:
+    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+@magics_class
+class GpuPerf(Magics):
+    """Magics of gpuperf_magics; settings with ``%config GpuPerf.<name> = value``."""
+
+    store = Unicode(
+        None,
+        allow_none=True,
+        help="Path of the SQLite store used when --store is not given "
+        "(default: $GPUPERF_STORE, else a per-user data directory).",
+    ).tag(config=True)
+
+    def __init__(self, shell: InteractiveShell) -> None:
+        super().__init__(shell=shell)
+        if self not in shell.configurables:
+            shell.configurables.append(self)
+
+    # ------------------------------------------------------------------ %%profile_training
+    def _profile_options(self, line: str) -> _ProfileOptions:
+        args = parse_argstring(self.profile_training, line)
+        if args.warmup is not None and args.warmup < 0:
+            raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
+        if args.epochs is not None and args.epochs <= 0:
+            raise UsageError(f"--epochs must be > 0, got {args.epochs}")
+        if args.total_iterations is not None and args.total_iterations <= 0:
+            raise UsageError(f"--total-iterations must be > 0, got {args.total_iterations}")
+        var = args.variable
+        if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
+            raise UsageError(f"-v expects a Python variable name, got {var!r}")
+        return _ProfileOptions(
+            name=_strip_quotes(args.name),
+            store=_strip_quotes(args.store) or self.store,
+            warmup=args.warmup,
+            tags=_parse_tags(args.tag),
+            epochs=args.epochs,
+            total_iterations=args.total_iterations,
+            sync=args.sync,
+            phases=args.phases,
+            quiet=args.quiet,
+            output=args.output,
+            variable=var,
+        )
+
+    @magic_arguments()
+    @argument("-n", "--name", help="Network/workload label. Default: the model's class name.")
+    @argument("--store", metavar="PATH", help="SQLite store to write the run to. Default: "
+              "%%config GpuPerf.store, else $GPUPERF_STORE, else the per-user store.")
+    @argument("--warmup", type=int, metavar="K", help="Flag the first K iterations as warm-up "
+              "(kept, but left out of the statistics). Default: the first iteration plus any "
+              "leading iterations still much slower than the rest.")
+    @argument("--tag", action="append", metavar="KEY=VALUE",
+              help="Label kept with the run; repeatable (--tag lr=0.1 --tag data=cifar10).")
+    @argument("--epochs", type=float, metavar="E",
+              help="Epochs of the full job, kept with the run for predictions.")
+    @argument("--total-iterations", type=int, metavar="N",
+              help="Iterations of the full job, kept with the run for predictions.")
+    @argument("--sync", action="store_true", help="Synchronise the GPU at every iteration: "
+              "exact wall time per iteration, at the price of CPU/GPU overlap.")
+    @argument("--phases", action="store_true", help="Split each iteration into data, "
+              "forward, loss, backward and optimizer time (about 30 µs per iteration).")
+    @argument("-q", "--quiet", action="store_true", help="Print nothing.")
+    @argument("-o", "--output", action="store_true", help="Return the Run object.")
+    @argument("-v", "--variable", metavar="VAR", help="Store the Run object in variable VAR.")
+    @cell_magic
+    def profile_training(self, line: str, cell: str) -> Run | None:
+        """Profile the PyTorch training loop of this cell; the cell runs unchanged.
+
+        Usage::
+
+            %%profile_training [-n NAME] [--store PATH] [--warmup K] [--tag KEY=VALUE]
+                               [--epochs E | --total-iterations N] [--sync] [--phases]
+                               [-q] [-o] [-v VAR]
+            <training loop>
+
+        Iterations are found by themselves (optimizer steps; else backward passes; else
+        forward calls of the model), timed (with CUDA events on a GPU), and recorded with the
+        batch size, the network's features and the hardware into the store. One line
+        summarises the run; a failed or interrupted cell keeps its partial run with its status.
+        """
+        opts = self._profile_options(line)
+        from gpuperf_magics.capture import profile_training
+
+        session = profile_training(
+            opts.name, opts.store, warmup=opts.warmup, tags=opts.tags, epochs=opts.epochs,
+            total_iterations=opts.total_iterations, sync=opts.sync, phases=opts.phases,
+        )
+        shell = self.shell
+        assert shell is not None
+        # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
+        # to the outer cell so that a failed training cell fails in the notebook too.
+        outer = shell.displayhook.exec_result
+        run = session.__enter__()
+        error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
+        try:
+            inner = shell.run_cell(cell, store_history=False)
+            error = inner.error_before_exec or inner.error_in_exec
+        finally:
+            shell.displayhook.exec_result = outer
+            session.stop(error)
+            if error is not None and outer is not None:
+                outer.error_in_exec = error
+        if not opts.quiet:
+            print(run.summary_line())
+        if opts.variable:
+            shell.user_ns[opts.variable] = run
+        return run if opts.output else None
+
+
+def load(shell: InteractiveShell) -> None:
+    """Register the magics on ``shell`` (idempotent)."""
+    if "GpuPerf" not in shell.magics_manager.registry:
+        shell.register_magics(GpuPerf(shell))
+
+
+def unload(shell: InteractiveShell) -> None:
+    """Remove every magic and configurable the extension registered."""
+    instance = shell.magics_manager.registry.pop("GpuPerf", None)
+    if instance is None:
+        return
+    for kind, names in instance.magics.items():
+        table: dict[str, Any] = shell.magics_manager.magics[kind]
+        for name in names:
+            table.pop(name, None)
+    if instance in shell.configurables:
+        shell.configurables.remove(instance)

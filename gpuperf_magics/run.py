@@ -1,0 +1,320 @@
+"""The result of one profiled training cell: iterations, summary statistics and context.
+
+A :class:`Run` is what ``%%profile_training`` (and :func:`gpuperf_magics.profile_training`)
+produces, what ``-o``/``-v`` hand back, and what :class:`gpuperf_magics.Store` saves. Its
+:meth:`Run.to_record` is the flat, canonical row described in the store's schema.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["IterationRecord", "Run"]
+
+#: Phases of one iteration, in the order they happen, when ``--phases`` is on.
+PHASES = ("data", "forward", "loss", "backward", "other", "optimizer")
+
+
+@dataclass
+class IterationRecord:
+    """One training iteration (one step of the primary optimizer).
+
+    Attributes
+    ----------
+    index : int
+        0-based position in the run.
+    duration_s : float
+        Seconds from the end of the previous iteration to the end of this one (data loading
+        included). On CUDA this is GPU-timeline time between events, not launch time.
+    samples : int or None
+        Samples processed (sum over micro-batches), when the model's input showed a batch.
+    warmup : bool
+        Flagged as warm-up (allocations, compilation, cudnn autotuning); kept, not deleted.
+    phases : dict or None
+        Seconds per phase (``data``, ``forward``, ``loss``, ``backward``, ``optimizer``)
+        when the run was made with ``--phases``.
+    skipped_step : bool
+        The optimizer step was skipped (AMP ``GradScaler`` found inf/NaN gradients).
+    micro_batches : int or None
+        Training forward calls of the model in this iteration (gradient accumulation).
+    """
+
+    index: int
+    duration_s: float
+    samples: int | None = None
+    warmup: bool = False
+    phases: dict[str, float] | None = None
+    skipped_step: bool = False
+    micro_batches: int | None = None
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default), without importing numpy."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _fmt_seconds(seconds: float) -> str:
+    if seconds >= 1.0:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} µs"
+
+
+@dataclass
+class Run:
+    """One profiled (or imported) training configuration.
+
+    Attributes
+    ----------
+    network : str
+        Workload label (``--name``; default: the model's class name).
+    status : str
+        ``ok``, ``failed`` (the cell raised) or ``interrupted`` (KeyboardInterrupt/SIGINT).
+    iterations : list of IterationRecord
+        Every detected iteration, warm-up included.
+    batch_size : int or None
+        Samples per optimizer step (micro-batch size × micro-batches).
+    hardware : dict
+        Flat ``gpu_*``/``cpu_*``/``sw_*`` features of :func:`gpuperf_magics.hardware.detect`.
+    architecture : dict
+        Flat ``arch_*`` features of :func:`gpuperf_magics.architecture.describe`.
+    hyper : dict
+        Hyper-parameters seen in the loop (``optimizer``, ``lr``, ``micro_batches``,
+        ``micro_batch_size``, ``epochs``, ``total_iterations``, ``dataset_size``...).
+    quality : dict
+        Conditions of the measurement (``torch_threads``, ``load_avg_start``/``_end``,
+        ``busy``, ``timing_method``, ``detection``).
+    tags : dict
+        User ``--tag key=value`` pairs.
+    notes : list of str
+        Human-readable remarks (busy machine, skipped AMP steps, no store...).
+    run_id : int or None
+        Row id once saved in a store.
+    """
+
+    network: str
+    status: str = "ok"
+    iterations: list[IterationRecord] = field(default_factory=list)
+    batch_size: int | None = None
+    device: str = "cpu"
+    gpu: str | None = None
+    gpu_count: int = 0
+    hardware: dict[str, Any] = field(default_factory=dict)
+    architecture: dict[str, Any] = field(default_factory=dict)
+    hyper: dict[str, Any] = field(default_factory=dict)
+    quality: dict[str, Any] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    features: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+    created_at: str | None = None
+    source: str = "profile"
+    run_id: int | None = None
+    store_path: str | None = None
+
+    # ----------------------------------------------------------------- statistics
+    @property
+    def steady(self) -> list[IterationRecord]:
+        """Iterations after warm-up (all of them when every iteration is warm-up)."""
+        steady = [it for it in self.iterations if not it.warmup]
+        return steady or list(self.iterations)
+
+    @property
+    def warmup_iterations(self) -> int:
+        return sum(1 for it in self.iterations if it.warmup)
+
+    @property
+    def time_s(self) -> float:
+        """Seconds the steady iterations took: the target of the predictor."""
+        return float(sum(it.duration_s for it in self.steady))
+
+    def _durations(self) -> list[float]:
+        return [it.duration_s for it in self.steady]
+
+    @property
+    def median_s(self) -> float | None:
+        d = self._durations()
+        return statistics.median(d) if d else None
+
+    @property
+    def p90_s(self) -> float | None:
+        d = self._durations()
+        return _percentile(d, 90) if d else None
+
+    @property
+    def mean_s(self) -> float | None:
+        d = self._durations()
+        return statistics.fmean(d) if d else None
+
+    @property
+    def std_s(self) -> float | None:
+        d = self._durations()
+        return statistics.stdev(d) if len(d) > 1 else None
+
+    @property
+    def samples_per_s(self) -> float | None:
+        steady = self.steady
+        samples = [it.samples for it in steady]
+        if not steady or any(s is None for s in samples):
+            if self.batch_size and self.median_s:
+                return self.batch_size / self.median_s
+            return None
+        total = self.time_s
+        return sum(s for s in samples if s is not None) / total if total > 0 else None
+
+    def phase_medians(self) -> dict[str, float]:
+        """Median seconds per phase over steady iterations (empty without ``--phases``)."""
+        out: dict[str, float] = {}
+        for name in PHASES:
+            vals = [it.phases[name] for it in self.steady if it.phases and name in it.phases]
+            if vals:
+                out[name] = statistics.median(vals)
+        return out
+
+    # ----------------------------------------------------------------- records
+    def to_record(self) -> dict[str, Any]:
+        """The flat canonical record the store writes (see ``gpuperf_magics.store``)."""
+        return {
+            "network": self.network,
+            "batch_size": self.batch_size,
+            "iterations": len(self.steady),
+            "time_s": self.time_s,
+            "status": self.status,
+            "source": self.source,
+            "created_at": self.created_at,
+            "gpu": self.gpu,
+            "gpu_count": self.gpu_count,
+            "device": self.device,
+            "it_median_s": self.median_s,
+            "it_p90_s": self.p90_s,
+            "it_mean_s": self.mean_s,
+            "it_std_s": self.std_s,
+            "samples_per_s": self.samples_per_s,
+            "warmup_iterations": self.warmup_iterations,
+            "recorded_iterations": len(self.iterations),
+            "error": self.error,
+            "hardware": dict(self.hardware),
+            "arch": dict(self.architecture),
+            "hyper": dict(self.hyper),
+            "quality": dict(self.quality),
+            "tags": dict(self.tags),
+            "features": dict(self.features),
+        }
+
+    def save(self, store: Any = None) -> int:
+        """Write this run to ``store`` (a path, a :class:`~gpuperf_magics.Store`, or the default).
+
+        For runs whose automatic save failed; returns the new run id.
+        """
+        from gpuperf_magics.store import Store
+
+        target = store if isinstance(store, Store) else Store(store)
+        return target.save_run(self)
+
+    # ----------------------------------------------------------------- display
+    def _device_label(self) -> str:
+        if self.gpu:
+            count = f"{self.gpu_count}× " if self.gpu_count > 1 else ""
+            return f"{count}{self.gpu}"
+        cpu = self.hardware.get("cpu_model") or "CPU"
+        threads = self.quality.get("torch_threads")
+        label = cpu if str(cpu).upper().startswith("CPU") else f"CPU {cpu}"
+        if not threads:
+            return label
+        return f"{label} ({threads} thread{'s' if threads != 1 else ''})"
+
+    def summary_line(self) -> str:
+        """The one compact line printed after a profiled cell."""
+        if not self.iterations:
+            status = f" [{self.status}]" if self.status != "ok" else ""
+            return f"profile_training{status}: " + ("; ".join(self.notes) or "nothing recorded")
+        parts = [f"profile_training: {self.network}"]
+        if self.status != "ok":
+            parts[0] += f" [{self.status}]"
+        parts.append(f"{len(self.iterations)} it")
+        if self.median_s is not None:
+            p90 = self.p90_s
+            parts.append(
+                f"{_fmt_seconds(self.median_s)}/it median"
+                + (f" (p90 {_fmt_seconds(p90).split()[0]})" if p90 is not None else "")
+            )
+        if self.batch_size:
+            parts.append(f"batch {self.batch_size}")
+            mb = self.hyper.get("micro_batches")
+            if mb and mb > 1:
+                parts[-1] += f" ({mb}×{self.hyper.get('micro_batch_size')})"
+        sps = self.samples_per_s
+        if sps:
+            parts.append(f"{sps:,.0f} samples/s")
+        if self.warmup_iterations:
+            parts.append(f"{self.warmup_iterations} warm-up it")
+        parts.append(self._device_label())
+        if self.run_id is not None:
+            parts.append(f"run {self.run_id}")
+        line = " · ".join(parts)
+        if self.notes:
+            line += "\n  " + "\n  ".join(self.notes)
+        return line
+
+    def __str__(self) -> str:
+        return self.summary_line()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("Run(...)" if cycle else self.summary_line())
+
+    def table(self) -> list[tuple[str, str]]:
+        """(label, value) rows describing the run, for the HTML and text reports."""
+        rows: list[tuple[str, str]] = [
+            ("network", self.network),
+            ("status", self.status + (f" ({self.error})" if self.error else "")),
+            ("iterations", f"{len(self.iterations)} ({self.warmup_iterations} warm-up)"),
+        ]
+        if self.median_s is not None:
+            rows.append((
+                "time / iteration",
+                f"median {_fmt_seconds(self.median_s)}, p90 {_fmt_seconds(self.p90_s or 0)}, "
+                f"mean {_fmt_seconds(self.mean_s or 0)}",
+            ))
+            rows.append(("steady time", f"{self.time_s:.3f} s over {len(self.steady)} it"))
+        if self.batch_size:
+            rows.append(("batch size", str(self.batch_size)))
+        if self.samples_per_s:
+            rows.append(("throughput", f"{self.samples_per_s:,.1f} samples/s"))
+        for name, value in self.phase_medians().items():
+            rows.append((f"phase {name}", _fmt_seconds(value)))
+        rows.append(("device", self._device_label()))
+        arch = self.architecture
+        if arch.get("arch_params") is not None:
+            rows.append(("parameters", f"{arch['arch_params']:,}"))
+        if arch.get("arch_flops_fwd_bwd") is not None:
+            rows.append(("GFLOP / sample (fwd+bwd)", f"{arch['arch_flops_fwd_bwd'] / 1e9:.4g}"))
+        if arch.get("arch_depth") is not None:
+            rows.append(("weighted depth", str(arch["arch_depth"])))
+        for key in ("optimizer", "lr", "epochs", "total_iterations"):
+            if self.hyper.get(key) is not None:
+                rows.append((key, str(self.hyper[key])))
+        if self.tags:
+            rows.append(("tags", ", ".join(f"{k}={v}" for k, v in self.tags.items())))
+        if self.run_id is not None:
+            rows.append(("run id", f"{self.run_id} in {self.store_path}"))
+        rows.extend(("note", n) for n in self.notes)
+        return rows
+
+    def _repr_html_(self) -> str:
+        body = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th>"
+            f"<td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self.table()
+        )
+        return f"<table class='gpuperf-run'>{body}</table>"

@@ -1,0 +1,38 @@
+"""Shared fixtures: one thread for torch, a fresh store per test, the public data from ../shared."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Timings are never asserted, but a 2-core CI box thrashes with OpenMP contention
+    # (notes/capture.md: 0.5 ms iterations became 85 ms with 2 threads under load).
+    import torch
+
+    torch.set_num_threads(1)
+    if SHARED_DATA.is_dir():
+        os.environ.setdefault("GPUPERF_DATA_HOME", str(SHARED_DATA))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test writes to its own store: nothing lands in the user's data directory."""
+    path = tmp_path / "store.sqlite"
+    monkeypatch.setenv("GPUPERF_STORE", str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def ip():
+    """A real IPython shell with the extension loaded (a process-wide singleton)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gpuperf_magics")
+    return shell

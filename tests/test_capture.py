@@ -1,0 +1,449 @@
+"""Iteration capture on real tiny torch training loops (CPU), through the Python API."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import gpuperf_magics as gm
+from gpuperf_magics.capture.clock import CudaEventClock, SyncedClock
+from gpuperf_magics.capture.session import auto_warmup
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+class KwargsModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(32, 10)
+
+    def forward(self, *, inputs: torch.Tensor) -> torch.Tensor:
+        return self.lin(inputs)
+
+
+def train(model, opt, steps=12, batch=16, shape=(32,), loss_fn=None, **fwd_kwargs):
+    loss_fn = loss_fn or nn.CrossEntropyLoss()
+    for _ in range(steps):
+        x = torch.randn(batch, *shape)
+        y = torch.randint(0, 10, (batch,))
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+
+def assert_no_hooks_left(*models: nn.Module) -> None:
+    from torch.nn.modules import module as module_mod
+    from torch.optim import optimizer as optim_mod
+
+    assert not module_mod._global_forward_pre_hooks
+    assert not module_mod._global_forward_hooks
+    assert not module_mod._has_any_global_hook()
+    assert not optim_mod._global_optimizer_pre_hooks
+    assert not optim_mod._global_optimizer_post_hooks
+    assert torch.utils.data.DataLoader.__iter__.__module__ == "torch.utils.data.dataloader"
+    assert torch.amp.GradScaler.update.__module__ == "torch.amp.grad_scaler"
+    for m in models:
+        for sub in m.modules():
+            assert not sub._forward_pre_hooks and not sub._forward_hooks
+
+
+def test_mlp_steps_batch_and_statistics():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    with gm.profile_training(save=False) as run:
+        train(model, opt, steps=20)
+    assert run.status == "ok"
+    assert len(run.iterations) == 20
+    assert run.batch_size == 16
+    assert all(it.samples == 16 for it in run.iterations)
+    assert run.network == "Sequential"
+    assert run.quality["detection"] == "optimizer_step"
+    assert run.quality["timing_method"] == "perf_counter"
+    assert run.hyper["optimizer"] == "SGD" and run.hyper["lr"] == 0.05
+    assert 1 <= run.warmup_iterations <= 4
+    assert run.iterations[0].warmup
+    assert run.median_s > 0 and run.p90_s >= run.median_s
+    assert run.time_s == pytest.approx(sum(it.duration_s for it in run.steady))
+    assert run.architecture["arch_params"] == sum(p.numel() for p in model.parameters())
+    assert run.hardware["cpu_threads"] == 1
+    assert run.device == "cpu" and run.gpu is None and run.gpu_count == 0
+    line = run.summary_line()
+    assert "Sequential · 20 it" in line and "batch 16" in line and "samples/s" in line
+    assert_no_hooks_left(model)
+
+
+def test_cnn_with_dataloader_and_scheduler_records_epochs():
+    model = SmallCNN()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    data = torch.utils.data.TensorDataset(torch.randn(40, 3, 16, 16), torch.randint(0, 10, (40,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    loss_fn = nn.CrossEntropyLoss()
+    with gm.profile_training(name="cnn", save=False, warmup=2) as run:
+        for _epoch in range(2):
+            for x, y in loader:
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+            sched.step()
+    assert len(run.iterations) == 10
+    assert run.warmup_iterations == 2
+    assert run.network == "cnn"
+    assert run.hyper["epochs_seen"] == 2
+    assert run.hyper["dataset_size"] == 40
+    assert run.hyper["iterations_per_epoch"] == 5
+    assert run.hyper["lr_last"] < run.hyper["lr"]
+    assert run.architecture["arch_layers_conv"] == 2
+    assert run.architecture["arch_flops_fwd"] > 0
+    assert_no_hooks_left(model)
+
+
+def test_gradient_accumulation_counts_micro_batches():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    with gm.profile_training(save=False) as run:
+        for _ in range(6):
+            for _micro in range(4):
+                x, y = torch.randn(8, 32), torch.randint(0, 10, (8,))
+                (loss_fn(model(x), y) / 4).backward()
+            opt.step()
+            opt.zero_grad()
+    assert len(run.iterations) == 6
+    assert run.batch_size == 32
+    assert run.hyper["micro_batches"] == 4
+    assert run.hyper["micro_batch_size"] == 8
+    assert "(4×8)" in run.summary_line()
+
+
+def test_two_optimizers_primary_is_first_to_step():
+    gen, disc = mlp(), nn.Sequential(nn.Linear(10, 1))
+    opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+    with gm.profile_training(save=False) as run:
+        for _ in range(8):
+            fake = gen(torch.randn(4, 32))
+            opt_d.zero_grad()
+            disc(fake.detach()).mean().backward()
+            opt_d.step()
+            opt_g.zero_grad()
+            (-disc(fake).mean()).backward()
+            opt_g.step()
+    assert len(run.iterations) == 8
+    assert run.hyper["other_optimizer_steps"] == {"Adam": 8}
+    # The model is the discriminator (its optimizer stepped first); it sees two passes of 4
+    # samples per iteration, which the run reports as 2 micro-batches of 4.
+    assert run.hyper["micro_batch_size"] == 4 and run.hyper["micro_batches"] == 2
+    assert_no_hooks_left(gen, disc)
+
+
+def test_kwargs_only_forward_reads_batch():
+    model = KwargsModel()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        for _ in range(10):
+            opt.zero_grad()
+            model(inputs=torch.randn(12, 32)).sum().backward()
+            opt.step()
+    assert len(run.iterations) == 10
+    assert run.batch_size == 12
+    assert run.network == "KwargsModel"
+
+
+def test_reentrant_optimizer_subclass_counts_one_step():
+    class MyAdam(torch.optim.Adam):
+        def step(self, closure=None):
+            return super().step(closure)
+
+    torch.optim.Adam([nn.Parameter(torch.zeros(1))])  # patches Adam.step too (see notes)
+    model = mlp()
+    opt = MyAdam(model.parameters(), lr=1e-3)
+    with gm.profile_training(save=False) as run:
+        train(model, opt, steps=5)
+    assert len(run.iterations) == 5
+    assert run.hyper["optimizer"] == "MyAdam"
+
+
+def test_lbfgs_closure_forwards_are_not_extra_samples():
+    model = mlp()
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=3)
+    loss_fn = nn.CrossEntropyLoss()
+    with gm.profile_training(save=False) as run:
+        for _ in range(4):
+            x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
+
+            def closure(x=x, y=y):
+                opt.zero_grad()
+                loss = loss_fn(model(x), y)
+                loss.backward()
+                return loss
+
+            opt.step(closure)
+    assert len(run.iterations) == 4
+    assert run.batch_size == 16
+
+
+def test_compiled_model_is_captured_without_recompilation():
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    model = mlp()
+    compiled = torch.compile(model, backend="eager")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        train(compiled, opt, steps=6)
+    graphs = counters["stats"]["unique_graphs"]
+    train(compiled, opt, steps=2)  # after the hooks are gone
+    assert counters["stats"]["unique_graphs"] == graphs
+    assert len(run.iterations) == 6
+    assert run.batch_size == 16
+    assert run.network == "Sequential"
+    assert run.architecture["arch_compiled"] is True
+    assert_no_hooks_left(compiled, model)
+
+
+def test_dataparallel_wrapper_on_cpu():
+    model = nn.DataParallel(mlp())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        train(model, opt, steps=5)
+    assert len(run.iterations) == 5
+    assert run.network == "Sequential"
+
+
+def test_amp_gradscaler_skipped_step_is_noted():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**4)
+    loss_fn = nn.CrossEntropyLoss()
+    with gm.profile_training(save=False) as run:
+        for i in range(6):
+            x, y = torch.randn(8, 32), torch.randint(0, 10, (8,))
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = loss_fn(model(x), y)
+            if i == 3:
+                loss = loss * float("inf")
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+    assert len(run.iterations) == 6
+    assert [it.skipped_step for it in run.iterations].count(True) == 1
+    assert run.iterations[3].skipped_step
+    assert run.hyper["skipped_steps"] == 1
+    assert any("skipped by AMP" in n for n in run.notes)
+    assert run.architecture["arch_amp"] is True
+    assert_no_hooks_left(model)
+
+
+def test_manual_sgd_falls_back_to_backward_passes():
+    model = mlp()
+    loss_fn = nn.CrossEntropyLoss()
+    with gm.profile_training(save=False) as run:
+        for _ in range(15):
+            x, y = torch.randn(8, 32), torch.randint(0, 10, (8,))
+            loss_fn(model(x), y).backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.01 * p.grad
+                    p.grad = None
+    assert run.quality["detection"] == "backward"
+    assert len(run.iterations) == 15
+    assert run.batch_size == 8
+    assert_no_hooks_left(model)
+
+
+def test_forward_only_loop_falls_back_to_forward_calls():
+    model = mlp()
+    with gm.profile_training(save=False) as run:
+        for _ in range(12):
+            model(torch.randn(4, 32))
+    assert run.quality["detection"] == "forward"
+    assert len(run.iterations) == 11
+    assert run.batch_size == 4
+
+
+def test_eval_passes_inside_the_loop_are_not_iterations():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    with gm.profile_training(save=False) as run:
+        for _ in range(6):
+            model.train()
+            opt.zero_grad()
+            loss_fn(model(torch.randn(16, 32)), torch.randint(0, 10, (16,))).backward()
+            opt.step()
+            model.eval()
+            with torch.no_grad():
+                model(torch.randn(100, 32))
+    assert len(run.iterations) == 6
+    assert run.batch_size == 16
+
+
+def test_phases_split_each_iteration():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False, phases=True) as run:
+        train(model, opt, steps=8)
+    for it in run.iterations[1:]:
+        assert set(it.phases) == {"data", "forward", "loss", "backward", "other", "optimizer"}
+        assert all(v >= 0 for v in it.phases.values())
+        assert sum(it.phases.values()) == pytest.approx(it.duration_s, rel=1e-6, abs=1e-9)
+        assert it.phases["forward"] > 0 and it.phases["backward"] > 0
+    assert set(run.phase_medians()) >= {"forward", "backward", "optimizer"}
+
+
+def test_exception_at_iteration_k_keeps_partial_run():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    session = gm.profile_training(save=False)
+    with pytest.raises(ValueError, match="boom"):
+        with session as run:
+            for i in range(10):
+                if i == 7:
+                    raise ValueError("boom")
+                train(model, opt, steps=1)
+    assert run.status == "failed"
+    assert run.error == "ValueError: boom"
+    assert len(run.iterations) == 7
+    assert "[failed]" in run.summary_line()
+    assert_no_hooks_left(model)
+
+
+def test_keyboard_interrupt_is_interrupted_status():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with pytest.raises(KeyboardInterrupt):
+        with gm.profile_training(save=False) as run:
+            train(model, opt, steps=4)
+            raise KeyboardInterrupt
+    assert run.status == "interrupted"
+    assert len(run.iterations) == 4
+    assert_no_hooks_left(model)
+
+
+def test_no_iteration_says_why_and_stores_nothing(tmp_path):
+    store = tmp_path / "s.sqlite"
+    with gm.profile_training(store=store) as run:
+        x = torch.ones(3) * 2
+    assert x.sum() == 6
+    assert run.iterations == []
+    assert run.run_id is None
+    assert "no training iteration detected" in run.summary_line()
+    assert not store.exists() or gm.Store(store).runs().empty
+
+
+def test_invalid_arguments_are_clear():
+    with pytest.raises(ValueError, match="warmup"):
+        gm.profile_training(warmup=-1)
+    with pytest.raises(ValueError, match="epochs"):
+        gm.profile_training(epochs=0)
+
+
+def test_auto_warmup():
+    assert auto_warmup([]) == 0
+    assert auto_warmup([1.0]) == 1
+    assert auto_warmup([5.0, 1.0, 1.0, 1.0, 1.0, 1.0]) == 1
+    assert auto_warmup([9.0, 4.0, 3.0] + [1.0] * 12) == 3
+    assert auto_warmup([9.0] * 3 + [1.0] * 7) == 2  # at most a fifth of the run
+
+
+# ---------------------------------------------------------------------- clocks (GPU seam)
+class FakeEvent:
+    """A CUDA event on a fake device whose timeline is a counter advanced by the test."""
+
+    def __init__(self, cuda: FakeCuda, enable_timing: bool = False) -> None:
+        self.cuda, self.t = cuda, None
+
+    def record(self, stream: object = None) -> None:
+        self.t = self.cuda.now
+
+    def query(self) -> bool:
+        return self.t is not None and self.t <= self.cuda.done
+
+    def elapsed_time(self, other: FakeEvent) -> float:
+        assert self.query() and other.query(), "elapsed_time on an unfinished event"
+        return (other.t - self.t) * 1.0  # ms
+
+
+class FakeCuda:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.done = 0.0
+        self.syncs = 0
+
+    def Event(self, enable_timing: bool = False) -> FakeEvent:  # noqa: N802 - torch's name
+        return FakeEvent(self, enable_timing)
+
+    def current_stream(self, device: object = None) -> object:
+        return object()
+
+    def synchronize(self, device: object = None) -> None:
+        self.syncs += 1
+        self.done = self.now
+
+
+def test_cuda_event_clock_times_the_gpu_timeline_and_drains():
+    cuda = FakeCuda()
+    clock = CudaEventClock(cuda)
+    clock.drain_every = 4
+    clock.start()
+    tokens = []
+    for _ in range(10):
+        cuda.now += 2.0  # the GPU spends 2 ms per iteration
+        tokens.append(clock.mark())
+        cuda.done = cuda.now - 2.0  # the GPU lags one iteration behind the host
+    assert cuda.syncs == 1  # no synchronisation on the timed path
+    assert len(clock._pending) < 10  # finished events were converted on the way
+    clock.finish()
+    assert cuda.syncs == 2
+    assert [clock.seconds(t) for t in tokens] == pytest.approx([0.002 * (i + 1) for i in range(10)])
+
+
+def test_synced_clock_synchronises_every_mark():
+    calls = []
+    clock = SyncedClock(lambda: calls.append(1))
+    clock.start()
+    a = clock.mark()
+    b = clock.mark()
+    clock.finish()
+    assert len(calls) == 3
+    assert clock.seconds(b) >= clock.seconds(a) >= 0
+
+
+def test_compiled_optimizer_step_is_seen_without_warnings():
+    import warnings
+
+    model = mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+
+    @torch.compile(backend="eager")
+    def step() -> None:
+        opt.step()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        with gm.profile_training(save=False) as run:
+            for _ in range(5):
+                opt.zero_grad()
+                loss_fn(model(torch.randn(8, 32)), torch.randint(0, 10, (8,))).backward()
+                step()
+    assert len(run.iterations) == 5
+    assert run.batch_size == 8
