@@ -1,0 +1,201 @@
+"""``%%profile_training`` in a real IPython shell, real torch training, real SQLite stores."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from IPython.core.error import UsageError
+
+import gpuperf_magics as gm
+
+SETUP = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    loss_fn = nn.CrossEntropyLoss()
+    """
+)
+
+LOOP = textwrap.dedent(
+    """
+    for step in range(12):
+        x, y = torch.randn(16, 32), torch.randint(0, 10, (16,))
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+    final_loss = loss.item()
+    """
+)
+
+
+@pytest.fixture
+def shell(ip):
+    ip.run_cell(SETUP)
+    for name in ("final_loss", "result_run"):
+        ip.user_ns.pop(name, None)
+    return ip
+
+
+def test_import_is_cheap_and_ipython_free():
+    code = (
+        "import sys, gpuperf_magics; "
+        "print(any(m in sys.modules for m in ('torch', 'IPython', 'pandas', 'sklearn')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_profiles_cell_in_user_namespace_and_stores_run(shell, capsys, _isolated_store):
+    shell.run_cell_magic("profile_training", "", LOOP + "%time tiny = 1 + 1\n")
+    out = capsys.readouterr().out
+    assert "profile_training: Sequential · 12 it" in out
+    assert "batch 16" in out and "run 1" in out
+    assert isinstance(shell.user_ns["final_loss"], float)
+    assert shell.user_ns["tiny"] == 2  # a line magic inside the cell works
+    runs = gm.Store(_isolated_store).runs()
+    assert len(runs) == 1
+    row = runs.iloc[0]
+    assert row["network"] == "Sequential" and row["batch_size"] == 16
+    assert row["status"] == "ok"
+    assert row["iterations"] == 12 - row["warmup_iterations"]
+    assert row["time_s"] > 0
+    assert len(gm.Store(_isolated_store).iterations(int(row["run_id"]))) == 12
+
+
+def test_options_name_tags_epochs_and_output_object(shell, capsys, tmp_path):
+    store = tmp_path / "other.sqlite"
+    run = shell.run_cell_magic(
+        "profile_training",
+        f"-n mlp --store {store} --warmup 3 --tag lr=0.05 --tag data=random --epochs 7 -o",
+        LOOP,
+    )
+    assert isinstance(run, gm.Run)
+    assert run.network == "mlp" and run.warmup_iterations == 3
+    assert run.tags == {"lr": "0.05", "data": "random"}
+    assert run.hyper["epochs"] == 7
+    assert run.store_path is not None
+    assert "mlp" in capsys.readouterr().out
+    stored = gm.Store(store).runs()
+    assert stored.iloc[0]["network"] == "mlp"
+    assert stored.iloc[0]["tags"] == {"lr": "0.05", "data": "random"}
+    html = run._repr_html_()
+    assert "<table" in html and "mlp" in html
+
+
+def test_quiet_and_variable(shell, capsys):
+    assert shell.run_cell_magic("profile_training", "-q -v result_run --phases", LOOP) is None
+    assert capsys.readouterr().out == ""
+    run = shell.user_ns["result_run"]
+    assert isinstance(run, gm.Run)
+    assert run.phase_medians()["forward"] > 0
+
+
+def test_config_store_setting(shell, tmp_path):
+    store = tmp_path / "configured.sqlite"
+    shell.run_line_magic("config", f"GpuPerf.store = {str(store)!r}")
+    try:
+        shell.run_cell_magic("profile_training", "-q", LOOP)
+    finally:
+        shell.run_line_magic("config", "GpuPerf.store = None")
+    assert len(gm.Store(store).runs()) == 1
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("--tag nokey", "key=value"),
+        ("--warmup -1", "--warmup"),
+        ("--epochs 0", "--epochs"),
+        ("--total-iterations -5", "--total-iterations"),
+        ("-v 1abc", "variable name"),
+        ("--bogus", "unrecognized"),
+    ],
+)
+def test_usage_errors(shell, line, message):
+    with pytest.raises(UsageError, match=message):
+        shell.run_cell_magic("profile_training", line, LOOP)
+
+
+def test_usage_error_is_one_line_in_a_notebook_cell(shell, capsys):
+    result = shell.run_cell("%%profile_training --warmup -1\n" + LOOP)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "UsageError" in text and "Traceback" not in text
+    assert not result.success
+
+
+def test_exception_in_cell_keeps_partial_run_and_fails_the_cell(shell, capsys, _isolated_store):
+    cell = LOOP.replace("    opt.step()\n", "    opt.step()\n    if step == 6:\n"
+                        "        raise ValueError('diverged')\n")
+    result = shell.run_cell("%%profile_training\n" + cell)
+    out = capsys.readouterr().out
+    assert not result.success and isinstance(result.error_in_exec, ValueError)
+    assert "ValueError" in out and "diverged" in out
+    assert "[failed]" in out and "· 7 it" in out
+    runs = gm.Store(_isolated_store).runs()
+    assert list(runs["status"]) == ["failed"]
+    assert "diverged" in runs.iloc[0]["error"]
+
+
+def test_real_sigint_stores_interrupted_run(shell, capsys, _isolated_store):
+    cell = LOOP.replace(
+        "    opt.step()\n",
+        "    opt.step()\n    if step == 4:\n        import os, signal\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n",
+    )
+    result = shell.run_cell("%%profile_training\n" + cell)
+    out = capsys.readouterr().out
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert "[interrupted]" in out
+    runs = gm.Store(_isolated_store).runs()
+    assert list(runs["status"]) == ["interrupted"]
+    assert int(runs.iloc[0]["recorded_iterations"]) == 5
+    from torch.optim import optimizer as optim_mod
+
+    assert not optim_mod._global_optimizer_post_hooks
+
+
+def test_cell_without_training_stores_nothing_and_says_why(shell, capsys, _isolated_store):
+    shell.run_cell_magic("profile_training", "", "total = sum(range(10))\n")
+    out = capsys.readouterr().out
+    assert "no training iteration detected" in out
+    assert shell.user_ns["total"] == 45
+    assert gm.Store(_isolated_store).runs().empty
+
+
+def test_unwritable_store_keeps_run_in_memory(shell, capsys, tmp_path):
+    bad = tmp_path / "a_directory"
+    bad.mkdir()
+    run = shell.run_cell_magic("profile_training", f"--store {bad} -o", LOOP)
+    out = capsys.readouterr().out
+    assert "not saved" in out and "Traceback" not in out
+    assert run.run_id is None and len(run.iterations) == 12
+    assert run in gm.capture.unsaved_runs()
+    good = tmp_path / "fixed.sqlite"
+    run.save(good)
+    assert run.run_id is not None and len(gm.Store(good).runs()) == 1
+    assert run not in gm.capture.unsaved_runs()
+
+
+def test_help_has_usage_and_options(shell):
+    doc = shell.find_cell_magic("profile_training").__doc__
+    assert "Usage" in doc and "--warmup" in doc and "--phases" in doc and "-v VAR" in doc
+
+
+def test_unload_removes_the_magics():
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gpuperf_magics")
+    shell.run_line_magic("unload_ext", "gpuperf_magics")
+    assert shell.find_cell_magic("profile_training") is None
+    assert not any(type(c).__name__ == "GpuPerf" for c in shell.configurables)
+    shell.run_line_magic("load_ext", "gpuperf_magics")
+    assert shell.find_cell_magic("profile_training") is not None
