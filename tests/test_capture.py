@@ -313,12 +313,11 @@ def test_exception_at_iteration_k_keeps_partial_run():
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     session = gm.profile_training(save=False)
-    with pytest.raises(ValueError, match="boom"):
-        with session as run:
-            for i in range(10):
-                if i == 7:
-                    raise ValueError("boom")
-                train(model, opt, steps=1)
+    with pytest.raises(ValueError, match="boom"), session as run:
+        for i in range(10):
+            if i == 7:
+                raise ValueError("boom")
+            train(model, opt, steps=1)
     assert run.status == "failed"
     assert run.error == "ValueError: boom"
     assert len(run.iterations) == 7
@@ -329,10 +328,9 @@ def test_exception_at_iteration_k_keeps_partial_run():
 def test_keyboard_interrupt_is_interrupted_status():
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with pytest.raises(KeyboardInterrupt):
-        with gm.profile_training(save=False) as run:
-            train(model, opt, steps=4)
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), gm.profile_training(save=False) as run:
+        train(model, opt, steps=4)
+        raise KeyboardInterrupt
     assert run.status == "interrupted"
     assert len(run.iterations) == 4
     assert_no_hooks_left(model)
@@ -388,7 +386,7 @@ class FakeCuda:
         self.done = 0.0
         self.syncs = 0
 
-    def Event(self, enable_timing: bool = False) -> FakeEvent:  # noqa: N802 - torch's name
+    def Event(self, enable_timing: bool = False) -> FakeEvent:
         return FakeEvent(self, enable_timing)
 
     def current_stream(self, device: object = None) -> object:

@@ -245,7 +245,7 @@ class ProfileSession:
             from gpuperf_magics.hardware import detect
 
             hw = detect(device)
-            run.hardware = hw.as_features()
+            run.hardware = _with_catalog_specs(hw.as_features())
         except Exception as exc:
             run.notes.append(f"hardware not detected: {type(exc).__name__}: {exc}")
         if device is not None and device.type == "cuda":
@@ -268,6 +268,23 @@ class ProfileSession:
                 "run.save() (or run.save('other.sqlite')); gpuperf_magics.capture.unsaved_runs() "
                 "lists such runs."
             )
+
+
+def _with_catalog_specs(features: dict[str, Any]) -> dict[str, Any]:
+    """Fill what the device cannot report (tensor-core peaks, release year) from the catalog."""
+    name = features.get("gpu_name")
+    if not name:
+        return features
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+
+    try:
+        spec = lookup(name)
+    except UnknownGPUError:
+        return features
+    for key, value in spec.items():
+        if key.startswith("gpu_") and key != "gpu_name" and features.get(key) is None:
+            features[key] = value
+    return features
 
 
 def _gpu_count(model: Any) -> int:
