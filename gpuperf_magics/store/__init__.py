@@ -1,0 +1,41 @@
+"""The run store: profiled and imported training runs in one SQLite file.
+
+:class:`Store` saves :class:`~gpuperf_magics.run.Run` objects (hardware, run, iterations),
+imports tables measured elsewhere, and returns the canonical table (one row per measured
+configuration) that :class:`~gpuperf_magics.TrainingTimeModel` fits::
+
+    store = Store()                      # $GPUPERF_STORE or the per-user data folder
+    store.save_run(run)
+    store.import_table("traces.csv", {"step_time": "time_s", "bsz": "batch_size"},
+                       network="bert", gpu="A100")
+    df = store.runs(status="ok")
+    X, y = df.drop(columns="time_s"), df["time_s"]
+
+pandas is imported only by the methods that return or read tables.
+"""
+
+from __future__ import annotations
+
+from gpuperf_magics.store.columns import CANONICAL_COLUMNS, FIRST_COLUMNS
+from gpuperf_magics.store.errors import (
+    ImportValidationError,
+    RunNotFoundError,
+    StoreError,
+    StoreVersionError,
+)
+from gpuperf_magics.store.paths import default_store_path, user_data_dir
+from gpuperf_magics.store.schema import latest_version
+from gpuperf_magics.store.store import Store
+
+__all__ = [
+    "CANONICAL_COLUMNS",
+    "FIRST_COLUMNS",
+    "ImportValidationError",
+    "RunNotFoundError",
+    "Store",
+    "StoreError",
+    "StoreVersionError",
+    "default_store_path",
+    "latest_version",
+    "user_data_dir",
+]

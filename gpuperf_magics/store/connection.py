@@ -1,0 +1,181 @@
+"""Opening the SQLite file: pragmas, schema checks and migrations, and error translation.
+
+Connections are opened per operation and always closed, so a :class:`~gpuperf_magics.store.Store`
+works the same from several threads, after ``fork`` and from several processes at once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from gpuperf_magics.store import schema
+from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError, StoreVersionError
+
+__all__ = ["ensure_schema", "is_busy", "is_read_only", "open_connection", "translate"]
+
+
+def open_connection(path: Path, timeout: float, *, immutable: bool = False) -> sqlite3.Connection:
+    """A connection in autocommit mode: transactions are opened explicitly.
+
+    Parameters
+    ----------
+    path : Path
+        The store file (created by SQLite when missing; its folder must exist).
+    timeout : float
+        Seconds SQLite's busy handler waits for another writer's lock.
+    immutable : bool
+        Open read-only without locking, for a store in a read-only location: SQLite cannot
+        read a WAL file there otherwise (it needs to create the ``-shm`` file).
+    """
+    target: str | Path = path
+    if immutable:
+        target = path.as_uri() + "?mode=ro&immutable=1"
+    # isolation_level=None: the sqlite3 module then issues no implicit BEGIN, so BEGIN IMMEDIATE
+    # (take the write lock up front, no deadlock between two readers upgrading) is ours to send.
+    conn = sqlite3.connect(
+        target, timeout=max(timeout, 0.0), isolation_level=None, uri=immutable
+    )
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """The error is another connection holding a lock: retrying may succeed."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.OperationalError) and (
+        "database is locked" in text or "database table is locked" in text or "busy" in text
+    )
+
+
+def _inspect(conn: sqlite3.Connection) -> tuple[int, int, int]:
+    """(application_id, user_version, number of tables) read in one consistent snapshot."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    return int(app_id), int(version), int(tables)
+
+
+def _check(path: Path, app_id: int, version: int, tables: int) -> None:
+    latest = schema.latest_version()
+    if app_id not in (0, schema.APPLICATION_ID) or (app_id == 0 and tables and version == 0):
+        raise StoreError(
+            f"{path} is an SQLite database of another program, not a gpuperf_magics store; "
+            f"it was left untouched; {ANOTHER_STORE}.",
+            path=str(path),
+        )
+    if version > latest:
+        raise StoreVersionError(
+            f"the store {path} was written by a newer gpuperf-magics (schema version "
+            f"{version}; this version reads up to {latest}). Upgrade the package: "
+            f"pip install -U gpuperf-magics (or {ANOTHER_STORE}).",
+            path=str(path),
+        )
+
+
+def is_read_only(exc: sqlite3.Error) -> bool:
+    """The file or its folder cannot be written (SQLite's "readonly database")."""
+    return "readonly database" in str(exc).lower()
+
+
+def ensure_schema(conn: sqlite3.Connection, path: Path, *, read_only: bool = False) -> None:
+    """Check that the file is a store this version can use; create or migrate it if needed.
+
+    An empty (new or zero-byte) file is brought to the latest schema; a file of another
+    program or of a newer gpuperf-magics raises :class:`StoreError` without being modified.
+    Safe when several processes open a new store at the same moment: the migration runs in a
+    ``BEGIN IMMEDIATE`` transaction and re-reads the version once it holds the lock.
+    """
+    conn.execute("BEGIN")
+    try:
+        app_id, version, tables = _inspect(conn)
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    _check(path, app_id, version, tables)
+    if read_only:
+        if version < schema.latest_version():
+            raise StoreError(
+                f"the store {path} has an older schema (version {version}) and is in a "
+                "read-only location, so it cannot be upgraded. Open it once where it can be "
+                f"written (or copy it), or {ANOTHER_STORE}.",
+                path=str(path),
+            )
+        return
+    if version < schema.latest_version():
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            app_id, version, tables = _inspect(conn)
+            _check(path, app_id, version, tables)
+            schema.migrate(conn, version)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    if str(mode).lower() != "wal":
+        # WAL lets readers work while one process writes. It is a property of the file, so
+        # this runs once per file; a filesystem without shared memory keeps its own mode.
+        conn.execute("PRAGMA journal_mode = WAL")
+
+
+_DAMAGED = ("not a database", "malformed", "disk image", "file is encrypted", "corrupt")
+_READONLY = ("readonly", "read-only", "unable to open", "permission", "access")
+
+
+def translate(exc: BaseException, path: Path, action: str, timeout: float) -> StoreError:
+    """A :class:`StoreError` that says what failed and what to do, for a sqlite3/OS error.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The ``sqlite3.Error`` or ``OSError`` raised.
+    path : Path
+        The store file.
+    action : str
+        What was being done, e.g. ``"save the run"``.
+    timeout : float
+        The store's lock timeout, quoted when the file stayed locked.
+    """
+    if isinstance(exc, StoreError):
+        return exc
+    detail = str(exc) or type(exc).__name__
+    text = detail.lower()
+    if isinstance(exc, (sqlite3.ProgrammingError, sqlite3.InterfaceError, sqlite3.IntegrityError)):
+        # Not the file's fault: say so, but still as a StoreError so callers keep the run.
+        message = (
+            f"could not {action} in the store {path}: internal error of gpuperf_magics "
+            f"({type(exc).__name__}: {detail}); please report it. The file itself is fine."
+        )
+    elif isinstance(exc, sqlite3.Error) and is_busy(exc):
+        message = (
+            f"could not {action}: the store {path} stayed locked by another process for "
+            f"{timeout:g} s ({detail}). Retry when the other notebook or script has finished "
+            f"writing, raise Store(..., timeout=...), or {ANOTHER_STORE}."
+        )
+    elif isinstance(exc, sqlite3.DatabaseError) and any(word in text for word in _DAMAGED):
+        message = (
+            f"could not {action}: {path} is not a readable gpuperf_magics store ({detail}). "
+            f"Move the file aside (e.g. rename it to {path.name}.broken) and a new store will be "
+            f"created there, or {ANOTHER_STORE}."
+        )
+    elif "full" in text:
+        message = (
+            f"could not {action}: no space left for the store {path} ({detail}). Free disk "
+            f"space or {ANOTHER_STORE}."
+        )
+    elif isinstance(exc, OSError) or any(word in text for word in _READONLY):
+        message = (
+            f"could not {action}: the store {path} cannot be opened or written ({detail}). "
+            f"Check that its folder exists and is writable, or {ANOTHER_STORE}."
+        )
+    else:
+        message = (
+            f"could not {action} in the store {path}: {detail}. Retry, or {ANOTHER_STORE}."
+        )
+    return StoreError(message, path=str(path), cause=exc)

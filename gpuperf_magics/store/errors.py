@@ -1,0 +1,83 @@
+"""Exceptions of the store: every failure of the SQLite file becomes a :class:`StoreError`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.run import Run
+
+__all__ = [
+    "ANOTHER_STORE",
+    "ImportValidationError",
+    "RunNotFoundError",
+    "StoreError",
+    "StoreVersionError",
+]
+
+#: How to point the package at another store; appended to messages that ask for one.
+ANOTHER_STORE = (
+    "use another store: Store(PATH), --store PATH, %config GpuPerf.store = PATH, "
+    "or the GPUPERF_STORE environment variable"
+)
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened, read or written (damaged, locked, read-only, ...).
+
+    Attributes
+    ----------
+    path : str or None
+        The store file concerned.
+    run : Run or None
+        The run that could not be saved (``save_run``), so a caller can keep it in memory.
+    cause : Exception or None
+        The underlying ``sqlite3``/``OSError`` exception, kept for debugging; it is not
+        chained so that notebooks show one clear line instead of a sqlite3 traceback.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        run: Run | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.path = path
+        self.run = run
+        self.cause = cause
+
+
+class StoreVersionError(StoreError):
+    """The file was written by a newer gpuperf-magics, with a schema this version cannot read."""
+
+
+class RunNotFoundError(KeyError):
+    """No run with the given id in the store."""
+
+    def __init__(self, run_id: Any, path: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+        self.path = path
+
+    def __str__(self) -> str:
+        return (
+            f"no run with id {self.run_id!r} in the store {self.path}; "
+            "Store.runs() lists the ids (column run_id)"
+        )
+
+
+class ImportValidationError(ValueError):
+    """An imported table has invalid cells; nothing of it was written.
+
+    Attributes
+    ----------
+    problems : list of str
+        One line per problem: the column, what is wrong and the rows concerned.
+    """
+
+    def __init__(self, message: str, problems: list[str]) -> None:
+        super().__init__(message)
+        self.problems = problems

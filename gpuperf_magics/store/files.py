@@ -1,0 +1,119 @@
+"""Reading and writing tables as CSV or Parquet files, chosen by the file's suffix."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["file_format", "read_header", "read_table", "write_table"]
+
+_CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".csv.zst")
+_TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def file_format(path: Path) -> str:
+    """``"csv"``, ``"tsv"`` or ``"parquet"`` from the file name.
+
+    Raises
+    ------
+    ValueError
+        For any other suffix.
+    """
+    name = path.name.lower()
+    if name.endswith(_CSV_SUFFIXES):
+        return "csv"
+    if name.endswith(_TSV_SUFFIXES):
+        return "tsv"
+    if name.endswith(_PARQUET_SUFFIXES):
+        return "parquet"
+    raise ValueError(
+        f"cannot tell the format of {path}: name the file *.csv (also .csv.gz ...), *.tsv or "
+        "*.parquet"
+    )
+
+
+def _require_pyarrow(action: str) -> None:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            f"{action} Parquet needs pyarrow: pip install 'gpuperf-magics[parquet]' "
+            "(or pip install pyarrow), or use a .csv file"
+        ) from None
+
+
+def read_header(path: Path) -> list[str]:
+    """The column names of a table file."""
+    fmt = file_format(path)
+    if fmt == "parquet":
+        _require_pyarrow("reading")
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    sep = "\t" if fmt == "tsv" else ","
+    return [str(c) for c in pd.read_csv(path, sep=sep, nrows=0).columns]
+
+
+def read_table(path: Path, text_columns: Collection[str] = ()) -> pd.DataFrame:
+    """A table file as a DataFrame.
+
+    Parameters
+    ----------
+    path : Path
+        A ``.csv``/``.tsv``/``.parquet`` file.
+    text_columns : collection of str
+        Columns read as text, never as numbers (driver "535.104" must not become a float).
+    """
+    fmt = file_format(path)
+    if fmt == "parquet":
+        _require_pyarrow("reading")
+        return pd.read_parquet(path)
+    return pd.read_csv(
+        path, sep="\t" if fmt == "tsv" else ",", dtype={c: str for c in text_columns}
+    )
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _cell_text(value: Any) -> Any:
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+def _portable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Dicts and lists as JSON text; object columns mixing text and numbers as text."""
+    out = frame.copy()
+    for name in out.columns:
+        column = out[name]
+        if column.dtype != object:
+            continue
+        column = column.map(_cell_text)
+        if len({type(v) for v in column if not _missing(v)}) > 1:
+            # Parquet columns have one type; CSV does not care.
+            column = column.map(lambda v: None if _missing(v) else str(v))
+        out[name] = column
+    return out
+
+
+def write_table(frame: pd.DataFrame, path: Path) -> Path:
+    """Write a frame as CSV or Parquet by the suffix of ``path``; returns ``path``.
+
+    Dict cells (``tags``) become JSON text, which :meth:`Store.import_table` parses back.
+    """
+    fmt = file_format(path)
+    if fmt == "parquet":
+        _require_pyarrow("writing")
+    portable = _portable(frame)
+    if fmt == "parquet":
+        portable.to_parquet(path, index=False)
+    else:
+        portable.to_csv(path, sep="\t" if fmt == "tsv" else ",", index=False)
+    return path

@@ -1,0 +1,685 @@
+"""Tests of gpuperf_magics.store: saving, reading, deleting, schema, concurrency, failures."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import sqlite3
+import threading
+import warnings
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuperf_magics.run import IterationRecord, Run
+from gpuperf_magics.store import (
+    CANONICAL_COLUMNS,
+    FIRST_COLUMNS,
+    RunNotFoundError,
+    Store,
+    StoreError,
+    StoreVersionError,
+    default_store_path,
+    latest_version,
+    schema,
+    user_data_dir,
+)
+
+HARDWARE = {
+    "gpu_name": None,
+    "cpu_model": "Intel Xeon",
+    "cpu_physical_cores": 2,
+    "cpu_threads": 1,
+    "cpu_memory_gb": 7.7,
+    "sw_python": "3.11.7",
+    "sw_torch": "2.13.0",
+    "sw_cuda": None,
+}
+
+
+def make_run(
+    network: str = "mlp",
+    *,
+    n: int = 6,
+    warmup: int = 2,
+    batch: int | None = 32,
+    status: str = "ok",
+    hardware: dict | None = None,
+    **fields,
+) -> Run:
+    """A run as the capture layer builds it, with made-up but consistent numbers."""
+    iterations = [
+        IterationRecord(
+            index=i,
+            duration_s=0.01 * (i + 1),
+            samples=batch,
+            warmup=i < warmup,
+            phases={"forward": 0.002, "backward": 0.004} if i % 2 else None,
+            skipped_step=(i == n - 1),
+            micro_batches=2 if i else None,
+        )
+        for i in range(n)
+    ]
+    defaults = {
+        "hardware": dict(HARDWARE) if hardware is None else hardware,
+        "architecture": {"arch_params": 6922, "arch_layers_linear": 3, "arch_amp": False,
+                         "arch_flops_fwd": 13600.0, "arch_class": "MLP"},
+        "hyper": {"optimizer": "SGD", "lr": 0.1, "micro_batches": 1},
+        "quality": {"torch_threads": 1, "busy": False, "timing_method": "perf_counter"},
+        "tags": {"experiment": "a"},
+        "features": {"depth": 3.0},
+        "notes": ["machine was idle"],
+    }
+    defaults.update(fields)
+    return Run(network=network, status=status, iterations=iterations, batch_size=batch,
+               **defaults)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store(tmp_path / "runs.sqlite")
+
+
+def sql(path: Path, query: str, *args: object) -> list[tuple]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(query, args).fetchall()
+    finally:
+        conn.close()
+
+
+# --------------------------------------------------------------------------- default path
+def test_default_path_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GPUPERF_STORE", str(tmp_path / "team.sqlite"))
+    assert default_store_path() == tmp_path / "team.sqlite"
+    assert Store().path == tmp_path / "team.sqlite"
+
+
+def test_default_path_per_platform(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    linux = default_store_path(platform="linux", environ={}, home=home)
+    assert linux == home / ".local/share/gpuperf_magics/runs.sqlite"
+    xdg = default_store_path(platform="linux", environ={"XDG_DATA_HOME": "/data/x"}, home=home)
+    assert xdg == Path("/data/x/gpuperf_magics/runs.sqlite")
+    # A relative XDG_DATA_HOME is ignored, as the XDG spec says.
+    assert user_data_dir(platform="linux", environ={"XDG_DATA_HOME": "rel"}, home=home) == (
+        home / ".local/share/gpuperf_magics"
+    )
+    mac = default_store_path(platform="darwin", environ={}, home=home)
+    assert mac == home / "Library/Application Support/gpuperf_magics/runs.sqlite"
+    win = user_data_dir(platform="win32", environ={"LOCALAPPDATA": str(tmp_path / "L")},
+                        home=home)
+    assert win == tmp_path / "L" / "gpuperf_magics"
+    assert user_data_dir(platform="win32", environ={}, home=home) == (
+        home / "AppData/Local/gpuperf_magics"
+    )
+    # An empty GPUPERF_STORE counts as unset.
+    assert default_store_path(platform="linux", environ={"GPUPERF_STORE": " "}, home=home) == (
+        linux
+    )
+
+
+def test_default_store_created_on_first_write_never_in_cwd(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    cwd = tmp_path / "notebooks"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.delenv("GPUPERF_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    store = Store()
+    expected = tmp_path / "xdg" / "gpuperf_magics" / "runs.sqlite"
+    assert store.path == expected
+    # Reading a store that does not exist yet creates nothing.
+    assert store.runs().empty
+    assert store.revision() == 0
+    assert not (tmp_path / "xdg").exists()
+    store.save_run(make_run())
+    assert expected.is_file()
+    assert list(cwd.iterdir()) == []
+
+
+def test_relative_path_is_made_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = Store("sub/runs.sqlite")
+    assert store.path == tmp_path / "sub" / "runs.sqlite"
+    assert repr(store) == f"Store({str(tmp_path / 'sub' / 'runs.sqlite')!r})"
+    assert Store(store).path == store.path  # a Store is path-like
+
+
+def test_memory_path_is_refused() -> None:
+    with pytest.raises(ValueError, match="file path"):
+        Store(":memory:")
+
+
+# --------------------------------------------------------------------------- round trip
+def test_empty_store_has_canonical_columns(store: Store) -> None:
+    df = store.runs()
+    assert len(df) == 0
+    assert tuple(df.columns) == CANONICAL_COLUMNS
+    assert tuple(df.columns[:8]) == FIRST_COLUMNS
+    assert df["time_s"].dtype == "float64"
+    assert df["run_id"].dtype == "int64"
+    assert df["batch_size"].dtype == "Int64"
+
+
+def test_save_run_round_trip(store: Store) -> None:
+    run = make_run()
+    run_id = store.save_run(run)
+    assert run_id == run.run_id == 1
+    assert run.store_path == str(store.path)
+    assert run.created_at is not None and run.created_at.endswith("+00:00")
+
+    df = store.runs()
+    assert list(df.columns[:8]) == list(FIRST_COLUMNS)
+    row = df.iloc[0]
+    assert row["run_id"] == run_id
+    assert row["network"] == "mlp"
+    assert row["batch_size"] == 32
+    assert row["iterations"] == 4  # steady iterations only
+    assert row["time_s"] == pytest.approx(run.time_s) == pytest.approx(0.03 + 0.04 + 0.05 + 0.06)
+    assert row["status"] == "ok"
+    assert pd.isna(row["gpu"])
+    assert row["gpu_count"] == 0
+    assert row["source"] == "profile"
+    assert row["device"] == "cpu"
+    assert row["it_median_s"] == pytest.approx(run.median_s)
+    assert row["it_p90_s"] == pytest.approx(run.p90_s)
+    assert row["samples_per_s"] == pytest.approx(run.samples_per_s)
+    assert row["warmup_iterations"] == 2
+    assert row["recorded_iterations"] == 6
+    assert row["cpu_model"] == "Intel Xeon"
+    assert row["cpu_threads"] == 1
+    assert row["sw_torch"] == "2.13.0"
+    assert row["arch_params"] == 6922
+    assert not row["arch_amp"]
+    assert row["optimizer"] == "SGD"
+    assert row["lr"] == 0.1
+    assert row["torch_threads"] == 1
+    assert row["timing_method"] == "perf_counter"
+    assert row["tags"] == {"experiment": "a"}
+    assert row["depth"] == 3.0
+    assert df.columns[-1] == "depth"  # features come last
+
+    its = store.iterations(run_id)
+    assert list(its.columns) == [
+        "run_id", "index", "duration_s", "samples", "warmup", "skipped_step", "micro_batches",
+        "phase_forward", "phase_backward",
+    ]
+    assert pd.isna(its["micro_batches"][0]) and its["micro_batches"][1] == 2
+    assert its["duration_s"].tolist() == pytest.approx([0.01 * (i + 1) for i in range(6)])
+    assert its["warmup"].tolist() == [True, True, False, False, False, False]
+    assert its["skipped_step"].tolist() == [False] * 5 + [True]
+    assert its["samples"].tolist() == [32] * 6
+    assert pd.isna(its["phase_forward"][0]) and its["phase_backward"][1] == 0.004
+
+    back = store.get_run(run_id)
+    for name in ("network", "status", "iterations", "batch_size", "device", "gpu", "gpu_count",
+                 "architecture", "hyper", "quality", "tags", "features", "notes", "error",
+                 "created_at", "source", "run_id", "store_path"):
+        assert getattr(back, name) == getattr(run, name), name
+    assert back.hardware == run.hardware
+    assert back.to_record() == run.to_record()
+
+
+def test_frame_is_regression_ready(store: Store) -> None:
+    from sklearn.linear_model import LinearRegression
+
+    for batch in (8, 16, 32, 64):
+        store.save_run(make_run(batch=batch))
+    df = store.runs(status="ok")
+    X = df.drop(columns="time_s")
+    y = df["time_s"]
+    assert y.dtype == "float64" and y.notna().all()
+    numeric = X.select_dtypes("number").dropna(axis=1, how="all")
+    assert {"batch_size", "iterations", "gpu_count", "depth"} <= set(numeric.columns)
+    model = LinearRegression().fit(numeric[["batch_size", "iterations"]].astype(float), y)
+    assert np.isfinite(model.coef_).all()
+
+
+def test_numpy_values_and_failed_run_without_iterations(store: Store) -> None:
+    run = make_run(features={"depth": np.float32(2.5), "width": np.int64(64)},
+                   hardware={"cpu_model": "x", "cpu_threads": np.int64(4)})
+    store.save_run(run)
+    failed = Run(network="mlp", status="failed", error="RuntimeError: boom")
+    failed_id = store.save_run(failed)
+    df = store.runs()
+    assert df.loc[0, "width"] == 64.0 and df.loc[0, "cpu_threads"] == 4
+    row = df[df.run_id == failed_id].iloc[0]
+    assert row["status"] == "failed" and row["time_s"] == 0.0 and row["iterations"] == 0
+    assert row["error"] == "RuntimeError: boom"
+    assert store.iterations(failed_id).empty
+    assert store.get_run(failed_id).iterations == []
+
+
+def test_extra_keys_and_name_collisions(store: Store) -> None:
+    run = make_run(
+        hardware={**HARDWARE, "gpu_pcie_gen": 4, "gpu_count": 7},
+        hyper={"optimizer": "Adam", "momentum": 0.9},
+        features={"batch_size": 1.0, "image_size": 224.0},
+    )
+    store.save_run(run)
+    df = store.runs()
+    columns = list(df.columns)
+    # An extra hardware key follows the canonical hardware columns.
+    assert columns.index("gpu_pcie_gen") > columns.index("sw_platform")
+    assert columns.index("gpu_pcie_gen") < columns.index("arch_params")
+    assert columns.index("momentum") < columns.index("torch_threads")
+    # Keys that would shadow another column keep their value under a prefix.
+    assert df.loc[0, "gpu_count"] == 0 and df.loc[0, "hardware_gpu_count"] == 7
+    assert df.loc[0, "batch_size"] == 32 and df.loc[0, "feature_batch_size"] == 1.0
+    assert columns[-2:] == ["feature_batch_size", "image_size"]
+
+
+def test_hardware_is_deduplicated(store: Store) -> None:
+    store.save_run(make_run())
+    store.save_run(make_run())
+    other = store.save_run(make_run(hardware={**HARDWARE, "cpu_threads": 2}))
+    assert sql(store.path, "SELECT count(*) FROM hardware") == [(2,)]
+    assert sql(store.path, "SELECT count(DISTINCT hardware_id) FROM runs") == [(2,)]
+    store.delete(other)
+    assert sql(store.path, "SELECT count(*) FROM hardware") == [(1,)]
+
+
+def test_saving_twice_returns_the_same_id(store: Store, tmp_path: Path) -> None:
+    run = make_run()
+    first = store.save_run(run)
+    revision = store.revision()
+    assert store.save_run(run) == first
+    assert len(store.runs()) == 1 and store.revision() == revision
+    other = Store(tmp_path / "other.sqlite")
+    assert other.save_run(run) == 1 and run.store_path == str(other.path)
+    assert len(store.runs()) == 1
+
+
+def test_save_run_rejects_bad_input(store: Store) -> None:
+    with pytest.raises(TypeError, match="Run"):
+        store.save_run({"network": "x"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="network"):
+        store.save_run(make_run(network=" "))
+    with pytest.raises(ValueError, match="created_at"):
+        store.save_run(make_run(created_at="yesterday"))
+
+
+# --------------------------------------------------------------------------- filters
+def test_runs_filters(store: Store) -> None:
+    a = store.save_run(make_run("mlp", batch=16, tags={"exp": "x", "user": "ann"}))
+    b = store.save_run(make_run("mlp", batch=32, status="interrupted", tags={"exp": "y"}))
+    c = store.save_run(make_run("cnn", batch=32, gpu="NVIDIA A100", gpu_count=1,
+                                device="cuda:0", tags={"exp": "x"}))
+    d = store.save_run(make_run("cnn", batch=64, status="failed", source="notebook"))
+
+    def ids(df: pd.DataFrame) -> list[int]:
+        return df["run_id"].tolist()
+
+    assert ids(store.runs()) == [a, b, c, d]  # every status by default
+    assert ids(store.runs(status="ok")) == [a, c]
+    assert ids(store.runs(status=["ok", "interrupted"])) == [a, b, c]
+    assert ids(store.runs(network="cnn")) == [c, d]
+    assert ids(store.runs(network=["cnn", "mlp"], status="ok")) == [a, c]
+    assert ids(store.runs(network=[])) == []
+    assert ids(store.runs(gpu="NVIDIA A100")) == [c]
+    assert ids(store.runs(source="notebook")) == [d]
+    assert ids(store.runs(tags={"exp": "x"})) == [a, c]
+    assert ids(store.runs(tags={"exp": "x", "user": "ann"})) == [a]
+    assert ids(store.runs(batch_size=32)) == [b, c]
+    assert ids(store.runs(batch_size=[16, 64])) == [a, d]
+    assert ids(store.runs(gpu_count=1, network="cnn")) == [c]
+    assert ids(store.runs(error=None)) == [a, b, c, d]
+    assert ids(store.runs(optimizer="SGD", depth=3.0)) == [a, b, c, d]
+    assert ids(store.runs(since=timedelta(hours=1))) == [a, b, c, d]
+    assert ids(store.runs(since=datetime.now(timezone.utc) + timedelta(minutes=5))) == []
+    assert ids(store.runs(since="2000-01-01")) == [a, b, c, d]
+    with pytest.raises(ValueError, match="netwrok"):
+        store.runs(netwrok="mlp")
+    with pytest.raises(ValueError, match="ISO-8601"):
+        store.runs(since="last tuesday")
+    with pytest.raises(TypeError, match="since"):
+        store.runs(since=3)
+
+
+def test_since_compares_times_not_text(store: Store) -> None:
+    old = store.save_run(make_run(created_at="2024-01-01T00:00:00Z"))
+    new = store.save_run(make_run(created_at="2024-06-01T12:00:00.5+02:00"))
+    assert store.get_run(new).created_at == "2024-06-01T10:00:00.500000+00:00"
+    assert store.runs(since="2024-03-01T00:00:00+00:00")["run_id"].tolist() == [new]
+    assert store.runs(since=datetime(2023, 12, 31, tzinfo=timezone.utc))["run_id"].tolist() == [
+        old, new,
+    ]
+
+
+# --------------------------------------------------------------------------- delete
+def test_delete(store: Store) -> None:
+    first = store.save_run(make_run())
+    second = store.save_run(make_run())
+    store.delete(first)
+    assert store.runs()["run_id"].tolist() == [second]
+    assert sql(store.path, "SELECT count(*) FROM iterations WHERE run_id = ?", first) == [(0,)]
+    with pytest.raises(KeyError, match=f"no run with id {first}"):
+        store.delete(first)
+    with pytest.raises(RunNotFoundError):
+        store.delete([second, 99])
+    assert store.runs()["run_id"].tolist() == [second]  # all or nothing
+    # Ids of deleted runs are not handed out again.
+    assert store.save_run(make_run()) == second + 1
+
+
+def test_unknown_run_ids(store: Store) -> None:
+    for method in (store.get_run, store.iterations, store.delete):
+        with pytest.raises(RunNotFoundError, match="no run with id 5"):
+            method(5)  # the file does not exist yet
+    store.save_run(make_run())
+    for method in (store.get_run, store.iterations, store.delete):
+        with pytest.raises(KeyError) as info:
+            method(5)
+        assert str(store.path) in str(info.value)
+    with pytest.raises(TypeError, match="integers"):
+        store.get_run("1")  # type: ignore[arg-type]
+    assert store.get_run(np.int64(1)).run_id == 1  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- revision
+def test_revision_counts_writes(store: Store, tmp_path: Path) -> None:
+    assert store.revision() == 0
+    run_id = store.save_run(make_run())
+    assert store.revision() == 1
+    store.import_table(pd.DataFrame({"time_s": [1.0, 2.0], "batch_size": [4, 8]}),
+                       network="mlp")
+    assert store.revision() == 2
+    store.delete(run_id)
+    assert store.revision() == 3
+    with pytest.raises(RunNotFoundError):
+        store.delete(run_id)
+    assert store.revision() == 3
+    # Another Store object (another notebook) sees the same counter.
+    assert Store(store.path).revision() == 3
+
+
+def _save_in_child(path: str) -> None:
+    Store(path).save_run(make_run("child"))
+
+
+def test_revision_sees_other_processes(store: Store) -> None:
+    store.save_run(make_run())
+    before = store.revision()
+    child = multiprocessing.get_context(_start_method()).Process(
+        target=_save_in_child, args=(str(store.path),)
+    )
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert store.revision() == before + 1
+    assert store.runs()["network"].tolist() == ["mlp", "child"]
+
+
+# --------------------------------------------------------------------------- schema
+def test_new_store_schema(store: Store) -> None:
+    store.save_run(make_run())
+    assert sql(store.path, "PRAGMA user_version") == [(latest_version(),)]
+    assert sql(store.path, "PRAGMA application_id") == [(schema.APPLICATION_ID,)]
+    assert sql(store.path, "PRAGMA journal_mode") == [("wal",)]
+    tables = {name for (name,) in sql(store.path, "SELECT name FROM sqlite_master")}
+    assert {"meta", "hardware", "runs", "iterations", "runs_network"} <= tables
+
+
+def test_migrations_are_consecutive() -> None:
+    assert [m.version for m in schema.MIGRATIONS] == list(range(1, latest_version() + 1))
+    assert all(m.description for m in schema.MIGRATIONS)
+
+
+def test_empty_file_is_migrated(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    path.touch()  # a v0 store: zero bytes
+    store = Store(path)
+    assert store.runs().empty
+    assert sql(path, "PRAGMA user_version") == [(latest_version(),)]
+    assert store.save_run(make_run()) == 1
+
+
+def test_older_store_is_migrated_keeping_its_data(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = tmp_path / "runs.sqlite"
+    run_id = Store(path).save_run(make_run())
+    current = latest_version()
+
+    def add_column(conn: sqlite3.Connection) -> None:
+        conn.execute("ALTER TABLE runs ADD COLUMN energy_j REAL")
+        conn.execute("UPDATE runs SET energy_j = 1.5")
+
+    monkeypatch.setattr(
+        schema, "MIGRATIONS",
+        [*schema.MIGRATIONS, schema.Migration(current + 1, "energy per run", add_column)],
+    )
+    store = Store(path)
+    assert store.runs()["run_id"].tolist() == [run_id]
+    assert sql(path, "PRAGMA user_version") == [(current + 1,)]
+    assert sql(path, "SELECT energy_j FROM runs") == [(1.5,)]
+
+
+def test_newer_store_asks_to_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    Store(path).save_run(make_run())
+    newer = latest_version() + 1
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {newer}")
+    conn.close()
+    store = Store(path)
+    for call in (store.runs, store.revision, lambda: store.save_run(make_run())):
+        with pytest.raises(StoreVersionError, match="pip install -U gpuperf-magics") as info:
+            call()
+        assert str(path) in str(info.value)
+        assert "newer gpuperf-magics" in str(info.value)
+    assert sql(path, "PRAGMA user_version") == [(newer,)]
+    assert sql(path, "SELECT count(*) FROM runs") == [(1,)]
+
+
+def test_other_programs_database_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "photos.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE photos (id INTEGER)")
+    conn.close()
+    with pytest.raises(StoreError, match="another program"):
+        Store(path).save_run(make_run())
+    assert {n for (n,) in sql(path, "SELECT name FROM sqlite_master")} == {"photos"}
+
+
+# --------------------------------------------------------------------------- failures
+def _assert_clear(err: StoreError, path: Path) -> None:
+    text = str(err)
+    assert str(path) in text
+    assert "GPUPERF_STORE" in text  # says how to use another store
+    # No sqlite3 traceback chained under the message.
+    assert err.__cause__ is None
+    assert err.__context__ is None or err.__suppress_context__
+
+
+def test_garbage_file(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    path.write_bytes(b"this is not a database, just some bytes\x00\xff" * 100)
+    store = Store(path)
+    with pytest.raises(StoreError, match="Move the file aside") as info:
+        store.runs()
+    _assert_clear(info.value, path)
+    assert isinstance(info.value.cause, sqlite3.DatabaseError)
+    run = make_run()
+    with pytest.raises(StoreError) as info:
+        store.save_run(run)
+    _assert_clear(info.value, path)
+    assert info.value.run is run and run.run_id is None and run.store_path is None
+
+
+def test_damaged_pages(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = Store(path)
+    for _ in range(30):
+        store.save_run(make_run(n=40))
+    data = bytearray(path.read_bytes())
+    page = sql(path, "PRAGMA page_size")[0][0]
+    data[page:] = b"\xa5" * (len(data) - page)  # keep the header, destroy every other page
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError) as info:
+        Store(path).runs()
+    _assert_clear(info.value, path)
+
+
+def test_directory_path(tmp_path: Path) -> None:
+    for call in (lambda s: s.runs(), lambda s: s.save_run(make_run())):
+        with pytest.raises(StoreError, match="is a folder") as info:
+            call(Store(tmp_path))
+        _assert_clear(info.value, tmp_path)
+
+
+def test_unwritable_locations(tmp_path: Path) -> None:
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("a file, not a folder")
+    # Tests run as root, which ignores chmod: a path below a regular file (or in /proc) cannot
+    # be created by anyone.
+    for path in (blocker / "sub" / "runs.sqlite", Path("/proc/gpuperf-test/runs.sqlite")):
+        store = Store(path)
+        assert store.runs().empty  # nothing to read yet
+        run = make_run()
+        with pytest.raises(StoreError, match="cannot be opened or written") as info:
+            store.save_run(run)
+        _assert_clear(info.value, path)
+        assert info.value.run is run and run.run_id is None
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="root ignores file permissions")
+def test_read_only_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(StoreError) as info:
+            Store(folder / "runs.sqlite").save_run(make_run())
+        _assert_clear(info.value, folder / "runs.sqlite")
+    finally:
+        folder.chmod(0o755)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0,
+                    reason="root ignores file permissions")
+def test_store_in_read_only_folder_can_be_read(tmp_path: Path) -> None:
+    folder = tmp_path / "share"
+    folder.mkdir()
+    Store(folder / "runs.sqlite").save_run(make_run())
+    (folder / "runs.sqlite").chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        store = Store(folder / "runs.sqlite")
+        assert store.runs()["network"].tolist() == ["mlp"]  # WAL file read as immutable
+        assert store.revision() == 1
+        with pytest.raises(StoreError, match="cannot be opened or written"):
+            store.save_run(make_run())
+    finally:
+        folder.chmod(0o755)
+
+
+def test_lock_held_too_long_and_retry(store: Store) -> None:
+    store.save_run(make_run())
+    holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing
+    try:
+        impatient = Store(store.path, timeout=0.3)
+        with pytest.raises(StoreError, match="stayed locked") as info:
+            impatient.save_run(make_run())
+        _assert_clear(info.value, store.path)
+        assert len(store.runs()) == 1  # readers are not blocked by a writer (WAL)
+        releaser = threading.Timer(0.3, lambda: holder.execute("COMMIT"))
+        releaser.start()
+        assert Store(store.path, timeout=20).save_run(make_run()) == 2
+        releaser.join()
+    finally:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+        holder.close()
+
+
+# --------------------------------------------------------------------------- concurrency
+def _start_method() -> str:
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+def _save_many(path: str, worker: int, count: int) -> None:
+    store = Store(path, timeout=120)
+    for i in range(count):
+        store.save_run(make_run(f"net{worker}", n=5, warmup=1, batch=i + 1))
+
+
+def test_processes_writing_at_once_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "shared" / "runs.sqlite"  # created by the racing processes themselves
+    context = multiprocessing.get_context(_start_method())
+    workers = [context.Process(target=_save_many, args=(str(path), w, 25)) for w in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(300)
+    assert [w.exitcode for w in workers] == [0, 0, 0, 0]
+    store = Store(path)
+    df = store.runs()
+    assert len(df) == 100 and df["run_id"].is_unique
+    assert df.groupby("network")["batch_size"].apply(sorted).tolist() == [
+        list(range(1, 26))
+    ] * 4
+    assert sql(path, "SELECT count(*) FROM iterations") == [(500,)]
+    assert sql(path, "SELECT count(*) FROM runs r WHERE (SELECT count(*) FROM iterations i "
+                     "WHERE i.run_id = r.id) != 5") == [(0,)]
+    assert store.revision() == 100
+
+
+def test_one_store_shared_by_threads(store: Store) -> None:
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            for _ in range(15):
+                store.save_run(make_run(f"thread{worker}", n=3, warmup=0))
+                store.runs(network=f"thread{worker}")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(store.runs()) == 45
+    assert store.revision() == 45
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
+def test_connections_are_closed(store: Store) -> None:
+    store.save_run(make_run())
+    gc.collect()
+    before = _open_fds()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ResourceWarning)
+        for _ in range(20):
+            run_id = store.save_run(make_run())
+            store.runs()
+            store.iterations(run_id)
+            store.get_run(run_id)
+            store.revision()
+        store.delete(run_id)
+        gc.collect()
+    assert _open_fds() <= before
+
+
+def test_store_survives_file_replacement(store: Store) -> None:
+    store.save_run(make_run())
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{store.path}{suffix}").unlink(missing_ok=True)
+    assert store.runs().empty
+    assert store.save_run(make_run()) == 1  # the Store notices the new file and creates it
