@@ -1,0 +1,297 @@
+"""Accuracy of the default model against baselines and the paper's method, on public data.
+
+Run: ``GPUPERF_DATA_HOME=../shared/data .venv/bin/python benchmarks/accuracy.py [--quick]``
+
+Prints a markdown table (MAPE, %; lower is better) with one row per scenario:
+
+- lattuada2022 interpolation, per network file (7 files, averaged): a random 20% of rows (the
+  paper's protocol; repeats of a test configuration leak into training) and a random 20% of
+  configurations (grouped: all repeats held out together), 3 seeds each.
+- lattuada2022 GPU extrapolation: extrapolation_P files, train on GFLOPS <= 10000, test on the
+  GTX 1080 Ti (> 10000).
+- lattuada2022 depth extrapolation: extrapolation_N files, train depth <= t, test > t,
+  t in {4, 5, 6, 8}.
+- sia2023 (single-node placements: 1-8 GPUs in one machine; one row per configuration, so no
+  repeats to leak): leave one local batch size out (interior and ends reported apart), and leave
+  one GPU type out; per network, averaged.
+
+Methods: a straight line in batch size per setting (``line``), the same with a peak-FLOPS ratio
+for GPU moves (``flops ratio``), the paper's method (``paper``), and ``TrainingTimeModel()``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
+
+from gpuperf_magics.model import TrainingTimeModel, evaluate  # noqa: E402
+
+TARGETS = {
+    "lattuada interpolation, random rows": 5,
+    "lattuada interpolation, grouped": 5,
+    "lattuada GPU extrapolation (1080 Ti)": 10,
+    "lattuada depth extrapolation": 5,
+    "sia2023 leave-one-batch-out, interior": 5,
+    "sia2023 leave-one-batch-out, ends": 10,
+    "sia2023 leave-one-GPU-out": 15,
+}
+
+
+# ---------------------------------------------------------------------------- data
+def _lattuada(stem: str) -> pd.DataFrame:
+    try:
+        from gpuperf_magics.datasets import fetch_lattuada2022
+
+        table = fetch_lattuada2022()
+        return table[table["file"] == stem].reset_index(drop=True)
+    except ImportError:  # the datasets module is not there yet: read the CSV the same way
+        rename = {
+            "GFlops(7)": "gpu_fp32_tflops",
+            "disk speed(8)": "disk_speed",
+            "GPU number(9)": "gpu_count",
+            "Network depth(11)": "depth",
+            "batch size(13)": "batch_size",
+            "Real Iterations Number(15)": "iterations",
+            "CPU threads(19)": "dataloader_workers",
+            "overall execution time(31)": "time_s",
+        }
+        path = Path(os.environ["GPUPERF_DATA_HOME"]) / "lattuada2022" / f"{stem}.csv"
+        table = pd.read_csv(path).rename(columns=rename)
+        if "gpu_fp32_tflops" in table:
+            table["gpu_fp32_tflops"] = table["gpu_fp32_tflops"] / 1000
+        table.insert(0, "network", stem)
+        return table
+
+
+_SIA_GPUS = {  # only used until the hardware catalog lands: fp32 TFLOPS, GB/s
+    "Tesla T4": (8.1, 320.0),
+    "Tesla V100-SXM2-32GB": (15.7, 900.0),
+    "A100-SXM4-40GB": (19.5, 1555.0),
+    "Quadro RTX 6000": (16.3, 672.0),
+    "GeForce RTX 2080 Ti": (13.4, 616.0),
+}
+
+
+def _sia() -> pd.DataFrame:
+    try:
+        from gpuperf_magics.datasets import fetch_sia2023
+
+        table = fetch_sia2023()
+    except ImportError:
+        clusters = {
+            "aws": "Tesla T4",
+            "azure": "Tesla V100-SXM2-32GB",
+            "dgx-ext": "A100-SXM4-40GB",
+            "quad": "Quadro RTX 6000",
+            "rtx": "GeForce RTX 2080 Ti",
+        }
+        parts = []
+        for path in sorted((Path(os.environ["GPUPERF_DATA_HOME"]) / "sia2023").glob("*/*.csv")):
+            raw = pd.read_csv(path)
+            cluster = path.stem.removeprefix("placements-")
+            placement = raw["placement"].astype(str)
+            gpu_count = placement.map(lambda s: sum(int(c) for c in s))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "network": path.parent.name,
+                        "cluster": cluster,
+                        "gpu": clusters[cluster],
+                        "placement": placement,
+                        "nodes": placement.str.len(),
+                        "gpu_count": gpu_count,
+                        "local_batch_size": raw["local_bsz"],
+                        "batch_size": raw["local_bsz"] * gpu_count,
+                        "iterations": 1,
+                        "time_s": raw["step_time"],
+                    }
+                )
+            )
+        table = pd.concat(parts, ignore_index=True)
+    try:
+        from gpuperf_magics.hardware import catalog  # noqa: F401
+    except ImportError:
+        specs = table["gpu"].map(_SIA_GPUS)
+        table["gpu_fp32_tflops"] = specs.map(lambda s: s[0])
+        table["gpu_bandwidth_gbs"] = specs.map(lambda s: s[1])
+    # Single-node placements: the model's use case (one machine), and it keeps the run short.
+    table = table[table["nodes"] == 1].drop(columns=["sync_time_s"], errors="ignore")
+    return table.reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------- baselines
+class LineBaseline:
+    """Per-iteration time = a + b·batch per setting; another GPU by the peak-FLOPS ratio.
+
+    A *setting* is one value of every other numeric column (GPU, GPU count, depth ...).
+    ``gpu_move="flops"`` carries the nearest measured GPU's line by the FLOPS ratio; "line"
+    falls back to one line over all rows of the network instead.
+    """
+
+    def __init__(self, gpu_move: str = "line") -> None:
+        self.gpu_move = gpu_move
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {"gpu_move": self.gpu_move}
+
+    def set_params(self, **params: object) -> LineBaseline:
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    def _keys(self, X: pd.DataFrame) -> list[str]:
+        skip = {"batch_size", "local_batch_size", "iterations", "time_s", "sync_time_s"}
+        numeric = X.select_dtypes("number")
+        return [c for c in numeric.columns if c not in skip and numeric[c].notna().all()]
+
+    @staticmethod
+    def _line(batch: np.ndarray, per_it: np.ndarray) -> tuple[float, float]:
+        if np.ptp(batch) == 0:
+            return 0.0, float(np.mean(per_it / batch))
+        b, a = np.polyfit(batch, per_it, 1)
+        return float(a), float(b)
+
+    def fit(self, X: pd.DataFrame, y: np.ndarray) -> LineBaseline:
+        per_it = np.asarray(y, float) / X["iterations"].to_numpy(float)
+        if "gpu" in X and "gpu_fp32_tflops" not in X:  # settings must tell GPUs apart
+            from gpuperf_magics.hardware import catalog
+
+            X = X.assign(gpu_fp32_tflops=X["gpu"].map(
+                lambda g: catalog.lookup(g)["gpu_fp32_tflops"]))
+        self.keys_ = self._keys(X)
+        self.lines_ = {}
+        frame = X[self.keys_].astype(float).round(9).astype(str).agg("|".join, axis=1) if self.keys_ else None
+        groups = frame if frame is not None else pd.Series("", index=X.index)
+        for key, idx in groups.groupby(groups).groups.items():
+            rows = X.index.get_indexer(idx)
+            self.lines_[key] = self._line(X["batch_size"].to_numpy(float)[rows], per_it[rows])
+        self.settings_ = X[self.keys_].astype(float).drop_duplicates().reset_index(drop=True)
+        self.global_ = self._line(X["batch_size"].to_numpy(float), per_it)
+        return self
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        if "gpu" in X and "gpu_fp32_tflops" not in X:
+            from gpuperf_magics.hardware import catalog
+
+            X = X.assign(gpu_fp32_tflops=X["gpu"].map(
+                lambda g: catalog.lookup(g)["gpu_fp32_tflops"]))
+        out = np.empty(len(X))
+        batch = X["batch_size"].to_numpy(float)
+        for i, (_, row) in enumerate(X[self.keys_].astype(float).iterrows()):
+            key = "|".join(row.round(9).astype(str)) if self.keys_ else ""
+            ratio = 1.0
+            if key not in self.lines_ and self.gpu_move == "flops" and "gpu_fp32_tflops" in row:
+                others = [c for c in self.keys_ if not c.startswith("gpu_")]
+                # The nearest measured setting: fewest other differences, then closest FLOPS.
+                mismatch = sum(~np.isclose(self.settings_[c], row[c]) for c in others)
+                dist = np.abs(np.log(self.settings_["gpu_fp32_tflops"] / row["gpu_fp32_tflops"]))
+                near = self.settings_.iloc[int(np.lexsort((dist, mismatch))[0])]
+                ratio = near["gpu_fp32_tflops"] / row["gpu_fp32_tflops"]
+                key = "|".join(near.round(9).astype(str))
+            a, b = self.lines_.get(key, self.global_)
+            out[i] = (a + b * batch[i]) * ratio
+        return out * X["iterations"].to_numpy(float)
+
+
+# ---------------------------------------------------------------------------- scenarios
+def _mean_mape(model: object, frames: list[tuple[pd.DataFrame, dict]]) -> float:
+    values = []
+    for frame, kwargs in frames:
+        table = evaluate(model, frame.drop(columns="time_s"), frame["time_s"], **kwargs)
+        values.append(table["mape"].mean())
+    return 100 * float(np.mean(values))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="one seed, fewer files")
+    args = parser.parse_args()
+    seeds = [0] if args.quick else [0, 1, 2]
+    files = ["alexnet_pt", "alexnet_tf", "deepspeech_tf", "resnet50_pt", "resnet50_tf",
+             "vgg19_pt", "vgg19_tf"]
+    p_files = ["extrapolation_P_" + f for f in files]
+    n_files = [f"extrapolation_N_resnet_{g}" for g in (1, 2, 4)]
+    sia = _sia()
+    methods = {
+        "line": LineBaseline("line"),
+        "flops ratio": LineBaseline("flops"),
+        "paper": TrainingTimeModel(method="paper"),
+        "default": TrainingTimeModel(),
+    }
+    scenarios: dict[str, list[tuple[pd.DataFrame, dict]]] = {
+        "lattuada interpolation, random rows": [
+            (_lattuada(f), {"scenario": "random", "random_state": s}) for f in files
+            for s in seeds
+        ],
+        "lattuada interpolation, grouped": [
+            (_lattuada(f), {"scenario": "grouped", "random_state": s}) for f in files
+            for s in seeds
+        ],
+        "lattuada GPU extrapolation (1080 Ti)": [
+            (_lattuada(f), {"scenario": "threshold", "column": "gpu_fp32_tflops",
+                            "threshold": 10.0}) for f in p_files
+        ],
+        "lattuada depth extrapolation": [
+            (_lattuada(f), {"scenario": "threshold", "column": "depth", "threshold": t})
+            for f in n_files for t in (4, 5, 6, 8)
+        ],
+    }
+    rows = []
+    for name, frames in scenarios.items():
+        row = {"scenario": name}
+        for label, model in methods.items():
+            if label == "flops ratio" and "GPU" not in name:
+                row[label] = float("nan")
+                continue
+            start = time.perf_counter()
+            row[label] = _mean_mape(model, frames)
+            print(f"  {name} / {label}: {row[label]:.1f}% ({time.perf_counter() - start:.0f} s)",
+                  file=sys.stderr, flush=True)
+        rows.append(row)
+    nets = sorted(sia["network"].unique())
+    for label, model in methods.items():
+        start = time.perf_counter()
+        interior, ends, gpus = [], [], []
+        for net in nets:
+            frame = sia[sia["network"] == net].reset_index(drop=True)
+            x, y = frame.drop(columns="time_s"), frame["time_s"]
+            if label != "flops ratio":
+                lobo = evaluate(model, x, y, "leave_one_out", column="local_batch_size")
+                interior.append(lobo.loc[lobo["position"] == "interior", "mape"].mean())
+                ends.append(lobo.loc[lobo["position"] == "end", "mape"].mean())
+            gpus.append(evaluate(model, x, y, "leave_one_out", column="gpu")["mape"].mean())
+        results = {
+            "sia2023 leave-one-batch-out, interior": interior,
+            "sia2023 leave-one-batch-out, ends": ends,
+            "sia2023 leave-one-GPU-out": gpus,
+        }
+        for name, values in results.items():
+            row = next((r for r in rows if r["scenario"] == name), None)
+            if row is None:
+                row = {"scenario": name}
+                rows.append(row)
+            row[label] = 100 * float(np.nanmean(values)) if values else float("nan")
+        print(f"  sia2023 / {label}: {time.perf_counter() - start:.0f} s", file=sys.stderr,
+              flush=True)
+    table = pd.DataFrame(rows).set_index("scenario")
+    table["target"] = [TARGETS[s] for s in table.index]
+    print("| scenario | line | flops ratio | paper | default | target |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for name, r in table.iterrows():
+        cells = ["—" if np.isnan(r[c]) else f"{r[c]:.1f}" for c in
+                 ("line", "flops ratio", "paper", "default")]
+        print(f"| {name} | " + " | ".join(cells) + f" | <= {r['target']:.0f} |")
+
+
+if __name__ == "__main__":
+    main()

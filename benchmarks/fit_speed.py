@@ -1,0 +1,102 @@
+"""Fit and predict timings of TrainingTimeModel, against a naive mlxtend-style SFS.
+
+Run: ``.venv/bin/python benchmarks/fit_speed.py``
+
+Data: 1,000 synthetic rows with 6 raw features (the paper's count), so the augmentation gives
+72 candidate terms (the default model adds ``1`` and ``it``); K = 8. The naive baseline refits a
+scikit-learn ``Ridge`` per candidate per fold, as mlxtend's SequentialFeatureSelector does
+(mlxtend itself is not a dependency). Timings are the best of 3 on this (shared) machine.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpuperf_magics.model import TrainingTimeModel
+from gpuperf_magics.model.features import augment
+from gpuperf_magics.model.paper import random_folds
+from gpuperf_magics.model.selection import forward_select
+
+
+def _data(n: int = 1000, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = pd.DataFrame({
+        "network": "net",
+        "batch_size": rng.choice([16, 32, 64, 128, 256, 512], n),
+        "iterations": rng.choice([100, 200, 500, 1000], n),
+        "gpu_count": rng.choice([1, 2, 4, 8], n),
+        "gpu_fp32_tflops": rng.choice([4.4, 8.1, 13.4, 19.5], n),
+        "disk_speed": rng.choice([216.0, 384.0, 445.0], n),
+        "dataloader_workers": rng.choice([2, 4, 8], n),
+    })
+    per_it = 0.01 + x["batch_size"] / x["gpu_count"] * 0.003 / x["gpu_fp32_tflops"]
+    y = 20 + x["iterations"] * per_it * (1 + 0.02 * rng.standard_normal(n))
+    return x, y.to_numpy()
+
+
+def _best(fn, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def naive_sfs(z: np.ndarray, y: np.ndarray, folds: list, k_max: int, alpha: float) -> tuple:
+    """mlxtend semantics, the slow way: refit Ridge for every candidate on every fold."""
+    from sklearn.linear_model import Ridge
+
+    chosen: list[int] = []
+    path = []
+    for _ in range(k_max):
+        best = (np.inf, -1)
+        for c in range(z.shape[1]):
+            if c in chosen:
+                continue
+            cols = [*chosen, c]
+            scores = []
+            for train, test in folds:
+                model = Ridge(alpha=alpha).fit(z[train][:, cols], y[train])
+                pred = model.predict(z[test][:, cols])
+                scores.append(np.mean(np.abs(pred - y[test]) / y[test]))
+            best = min(best, (float(np.mean(scores)), c))
+        chosen.append(best[1])
+        path.append((tuple(chosen), best[0]))
+    return min(path, key=lambda item: item[1])
+
+
+def main() -> None:
+    x, y = _data()
+    raw = x.drop(columns="network").to_numpy(dtype=float)
+    z, _ = augment(raw, list(x.columns[1:]))
+    folds = random_folds(len(y), 5, 0)
+    print(f"rows {len(y)}, candidate terms {z.shape[1]}, K = 8, 5 folds")
+    ours_sfs = _best(lambda: forward_select(z, y, folds, k_max=8, alpha=1.0))
+    naive = _best(lambda: naive_sfs(z, y, folds, 8, 1.0), repeats=1)
+    fast, slow = forward_select(z, y, folds, k_max=8, alpha=1.0), naive_sfs(z, y, folds, 8, 1.0)
+    same = tuple(sorted(fast.terms)) == tuple(sorted(slow[0]))
+    fit_default = _best(lambda: TrainingTimeModel(public_data=False).fit(x, y))
+    fit_paper = _best(lambda: TrainingTimeModel(method="paper").fit(x, y))
+    model = TrainingTimeModel(public_data=False).fit(x, y)
+    query = x.iloc[:100]
+    predict = _best(lambda: model.predict_table(query), repeats=5)
+    print("| step | seconds |")
+    print("| --- | ---: |")
+    print(f"| SFS, Gram/batched solves (one alpha) | {ours_sfs:.3f} |")
+    print(f"| SFS, naive Ridge refits (one alpha) | {naive:.3f} |")
+    print(f"| speed-up | {naive / ours_sfs:.0f}x (same subset: {same}) |")
+    print(f"| fit TrainingTimeModel() (default, 1,000 rows) | {fit_default:.3f} |")
+    print(f"| fit TrainingTimeModel(method='paper') (4 alphas) | {fit_paper:.3f} |")
+    print(f"| predict_table, 100 configurations | {1000 * predict:.1f} ms |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,222 @@
+"""The default model for one network: physical terms fitted for relative error, then anchored.
+
+1. Backbone: ``time = c0 + it * (c1 + sum_k c_k * t_k(x))`` with non-negative coefficients, the
+   terms ``t_k`` chosen by forward selection among the augmented features (raw, inverse,
+   pairwise products). Each term is a time that grows with the iteration count (per-iteration
+   compute such as ``batch / peak FLOPS``, a per-iteration floor ``it``) or a set-up constant.
+   Least squares weighted by ``1/y**2`` fits relative error, which is what MAPE measures and what
+   a multiplicative quantity like training time needs; selection is scored by MAPE over folds
+   that keep repeats of one configuration together, so repeats don't leak.
+2. Anchor: the backbone's log-residuals at the measured configurations are carried to nearby
+   queries by a Gaussian kernel in standardised log-feature space (bandwidth chosen by
+   leave-one-configuration-out error; "off" is a candidate). Between two measured batch sizes this
+   interpolates the correction; beyond the range it keeps the nearest measured correction and
+   lets the backbone's trend extrapolate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from gpuperf_magics.model.features import evaluate_terms, per_iteration_terms
+from gpuperf_magics.model.selection import forward_select, solve_subset
+
+__all__ = ["AnchoredNetworkModel", "config_groups", "group_folds"]
+
+#: Kernel bandwidths tried for the anchor, in standard deviations of the log features.
+BANDWIDTHS = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+
+def config_groups(values: np.ndarray) -> np.ndarray:
+    """Integer id per row; rows with identical feature vectors share an id."""
+    if values.shape[1] == 0:
+        return np.zeros(len(values), dtype=int)
+    rounded = np.round(values, 9)
+    _, ids = np.unique(rounded, axis=0, return_inverse=True)
+    return ids.reshape(-1)
+
+
+def group_folds(
+    groups: np.ndarray, n_splits: int, seed: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """K folds that keep every configuration group on one side."""
+    uniq = np.unique(groups)
+    order = np.random.default_rng(seed).permutation(uniq)
+    fold_of = np.empty(uniq.max() + 1, dtype=int)
+    fold_of[order] = np.arange(len(order)) % n_splits
+    fold = fold_of[groups]
+    idx = np.arange(len(groups))
+    return [(idx[fold != k], idx[fold == k]) for k in range(n_splits)]
+
+
+@dataclass
+class AnchoredNetworkModel:
+    """Backbone + anchor for one network (see the module docstring)."""
+
+    k_max: int = 8
+    anchor: bool = True
+    space: str = "log"
+    seed: int = 0
+    terms: list[str] = field(default_factory=list)
+
+    def fit(self, features: pd.DataFrame, iterations: np.ndarray, y: np.ndarray) -> None:
+        self.varying = [c for c in features.columns if np.ptp(features[c].to_numpy()) > 0]
+        raw = features[self.varying].to_numpy(dtype=float)
+        key = np.column_stack([raw, iterations])
+        groups = config_groups(key)
+        self.n_configs = int(groups.max()) + 1
+        self.cv_mape = float("nan")
+        if self.space == "log":
+            self._fit_log(features, iterations, y, groups)
+            self._fit_anchor(features, iterations, y, groups)
+            return
+        z, names = per_iteration_terms(raw, self.varying, iterations)
+        w = 1.0 / y**2
+        if self.n_configs >= 4:
+            folds = group_folds(groups, min(5, self.n_configs), self.seed)
+            result = forward_select(
+                z,
+                y,
+                folds,
+                k_max=self.k_max,
+                alpha=1e-6,
+                penalise_scaled=True,
+                weights=w,
+                nonneg=True,
+                intercept=False,
+            )
+            chosen = list(result.terms)
+            self.cv_mape = result.cv_mape
+        else:
+            chosen = self._few_terms(names, iterations)
+        self.terms = [names[i] for i in chosen]
+        self.coef, _ = solve_subset(
+            z[:, chosen], y, alpha=1e-6, penalise_scaled=True, weights=w, nonneg=True,
+            intercept=False,
+        )
+        self._fit_anchor(features, iterations, y, groups)
+
+    def _few_terms(self, names: list[str], iterations: np.ndarray) -> list[int]:
+        """Terms for fewer than 4 configurations: proportional or a line, nothing fancier."""
+        wanted = ["it"]
+        if "batch_size" in self.varying:
+            wanted.append("it*batch_size")
+        elif "it" not in names:
+            wanted = ["1"]
+        if np.ptp(iterations) > 0 and "1" in names and len(wanted) == 1:
+            wanted.insert(0, "1")
+        return [names.index(t) for t in wanted if t in names]
+
+    def _log_terms(
+        self, features: pd.DataFrame, iterations: np.ndarray
+    ) -> tuple[np.ndarray, list[str]]:
+        cols = [np.log(np.asarray(iterations, dtype=float))]
+        names = ["log it"]
+        for c in self.varying:
+            v = features[c].to_numpy(dtype=float)
+            cols.append(np.log(np.maximum(v, 1e-12)) if self._positive[c] else v)
+            names.append(f"log {c}" if self._positive[c] else c)
+        base = len(cols)
+        for i in range(base):
+            for j in range(i, base):
+                cols.append(cols[i] * cols[j])
+                names.append(f"{names[i]}*{names[j]}")
+        return np.column_stack(cols), names
+
+    def _fit_log(
+        self, features: pd.DataFrame, iterations: np.ndarray, y: np.ndarray, groups: np.ndarray
+    ) -> None:
+        self._positive = {c: bool(np.all(features[c].to_numpy() > 0)) for c in self.varying}
+        z, names = self._log_terms(features, iterations)
+        ly = np.log(y)
+        lit = 0 if np.ptp(iterations) > 0 else None
+        if self.n_configs >= 4:
+            folds = group_folds(groups, min(5, self.n_configs), self.seed)
+            result = forward_select(
+                z, ly, folds, k_max=self.k_max, alpha=1e-6, penalise_scaled=True,
+                log_target=True,
+            )
+            chosen = list(result.terms)
+            self.cv_mape = result.cv_mape
+        else:
+            chosen = [] if lit is None else [lit]
+            if "batch_size" in self.varying:
+                chosen.append(names.index("log batch_size"))
+        self._log_chosen = chosen
+        self.terms = [names[i] for i in chosen]
+        if chosen:
+            self.coef, self._icpt = solve_subset(z[:, chosen], ly, alpha=1e-6,
+                                                 penalise_scaled=True)
+        else:
+            self.coef, self._icpt = np.zeros(0), float(np.mean(ly))
+
+    def backbone(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+        if self.space == "log":
+            z, _ = self._log_terms(features, iterations)
+            return np.exp(np.clip(z[:, self._log_chosen] @ self.coef + self._icpt, -700, 700))
+        cols = {c: features[c].to_numpy(dtype=float) for c in self.varying}
+        cols["it"] = np.asarray(iterations, dtype=float)
+        pred = evaluate_terms(cols, self.terms) @ self.coef
+        # A backbone that collapses to 0 (all coefficients clipped) must not divide by zero.
+        return np.maximum(pred, 1e-12)
+
+    def _coords(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+        cols = [features[c].to_numpy(dtype=float) for c in self.varying]
+        cols.append(np.asarray(iterations, dtype=float))
+        out = np.column_stack(cols)
+        out[:, self._log_cols] = np.log(out[:, self._log_cols])
+        return (out - self._center) / self._scale
+
+    def _fit_anchor(
+        self, features: pd.DataFrame, iterations: np.ndarray, y: np.ndarray, groups: np.ndarray
+    ) -> None:
+        raw = np.column_stack([features[self.varying].to_numpy(dtype=float), iterations])
+        self._log_cols = np.all(raw > 0, axis=0)
+        logged = raw.copy()
+        logged[:, self._log_cols] = np.log(logged[:, self._log_cols])
+        self._center = logged.mean(axis=0)
+        scale = logged.std(axis=0)
+        scale[scale == 0] = np.inf  # a constant coordinate carries no distance
+        self._scale = scale
+        self._train_coords = (logged - self._center) / self._scale
+        base = self.backbone(features, iterations)
+        self._resid = np.log(y / base)
+        self.bandwidth = 0.0
+        self.loo_logres = self._resid.copy()
+        self.anchor_mape = float(np.mean(np.abs(base - y) / y))
+        if not self.anchor or self.n_configs < 2:
+            return
+        d2 = _sqdist(self._train_coords, self._train_coords)
+        same = groups[:, None] == groups[None, :]
+        best = np.mean(np.abs(base - y) / y)
+        for h in BANDWIDTHS:
+            k = np.exp(-d2 / (2 * h * h))
+            k[same] = 0.0
+            corr = (k @ self._resid) / (k.sum(axis=1) + 1e-3)
+            err = np.mean(np.abs(base * np.exp(corr) - y) / y)
+            if err < best - 1e-4:
+                best, self.bandwidth = err, h
+                self.loo_logres = np.log(y / (base * np.exp(corr)))
+        self.anchor_mape = best
+
+    def correction(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+        """Log-correction of the backbone at each query (0 where the anchor is off)."""
+        if self.bandwidth == 0.0:
+            return np.zeros(len(features))
+        d2 = _sqdist(self._coords(features, iterations), self._train_coords)
+        k = np.exp(-d2 / (2 * self.bandwidth**2))
+        return (k @ self._resid) / (k.sum(axis=1) + 1e-3)
+
+    def predict(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+        base = self.backbone(features, iterations)
+        return base * np.exp(self.correction(features, iterations))
+
+
+def _sqdist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances; infinite scales (constant coordinates) contribute 0."""
+    a = np.where(np.isfinite(a), a, 0.0)
+    b = np.where(np.isfinite(b), b, 0.0)
+    return np.maximum((a**2).sum(1)[:, None] + (b**2).sum(1)[None, :] - 2 * a @ b.T, 0.0)

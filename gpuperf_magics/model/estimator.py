@@ -1,0 +1,458 @@
+"""``TrainingTimeModel``: predict training time from profiled runs (scikit-learn conventions)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from gpuperf_magics.model.anchored import AnchoredNetworkModel
+from gpuperf_magics.model.inputs import HARDWARE, Prepared, check_target, prepare
+from gpuperf_magics.model.paper import PaperNetworkModel
+from gpuperf_magics.model.transfer import (
+    PRIOR_TRANSFER_MAPE,
+    TransferPrior,
+    fit_rho,
+    hardware_factor,
+    public_prior,
+)
+
+__all__ = ["MEASURED_MAPE", "TrainingTimeModel"]
+
+#: Error of the default model per kind of prediction, measured by ``benchmarks/accuracy.py`` on
+#: the public data (fractions). A prediction's ``expected_mape`` is the larger of this and the
+#: model's own cross-validated error.
+MEASURED_MAPE = {"interpolation": 0.06, "extrapolation": 0.16, "transfer": 0.50}
+
+
+@dataclass
+class _NetworkFit:
+    model: Any
+    ranges: dict[str, tuple[float, float]]
+    hardware: np.ndarray  # unique measured hardware rows (n_gpus, n_hw_cols)
+    hardware_labels: list[str]
+    hw_cols: list[str]
+    abs_logres: np.ndarray  # sorted |log(y/pred)| out of configuration
+    cv_mape: float
+    n_configs: int
+    batch_sizes: list[float] = field(default_factory=list)
+    transfer: TransferPrior | None = None
+
+
+class TrainingTimeModel(RegressorMixin, BaseEstimator):
+    """Predict the seconds a training run takes from profiled runs.
+
+    One model per ``network`` (a single model when the table has no ``network`` column).
+
+    Parameters
+    ----------
+    method : {"default", "paper"}, default "default"
+        ``"paper"``: Lattuada et al. 2022 as its library runs it: raw features, inverses and
+        pairwise products, forward selection of up to ``k_max`` (5) terms by 5-fold random-split
+        MAPE, Ridge with ``alpha`` in 0.01..10 (or ``regressor="nnls"``). ``"default"``: see
+        :mod:`gpuperf_magics.model.anchored` (per-iteration physical terms or a log-space power
+        law, whichever has the lower out-of-configuration error; non-negative, fitted for
+        relative error; folds grouped by configuration; anchored on the nearest measured
+        configurations; other GPUs by :mod:`gpuperf_magics.model.transfer`).
+    k_max : int, optional
+        Most terms the forward selection keeps (default 8, or 5 for ``"paper"``).
+    regressor : {"ridge", "nnls"}, default "ridge"
+        The paper's regressor (ignored by ``"default"``, which is non-negative least squares).
+    coverage : float, default 0.9
+        Coverage of the intervals of :meth:`predict_table`.
+    ignore : sequence of str, default ()
+        Numeric columns of ``X`` that are not features.
+    public_data : bool, default True
+        Learn ρ for GPU transfers from the public data when available.
+    random_state : int, default 0
+        Seed of the cross-validation splits.
+
+    Attributes
+    ----------
+    networks_ : list of str
+        Networks fitted (``["*"]`` without a ``network`` column).
+    feature_names_in_ : ndarray of str
+        Feature columns used.
+    cv_mape_ : float
+        Cross-validated MAPE (fraction), averaged over networks weighted by rows.
+    low_confidence_ : bool
+        Fewer than 4 distinct configurations in some network: proportional/line estimates.
+    advice_ : list of str
+        What to profile next.
+    transfer_prior_ : TransferPrior
+        ρ and measured error used for GPUs never measured.
+
+    Notes
+    -----
+    :meth:`score` returns the MAPE (a fraction, lower is better), as the project's issue asks;
+    scikit-learn scorers want higher-is-better, so with ``cross_val_score`` pass
+    ``scoring="neg_mean_absolute_percentage_error"``.
+
+    Examples
+    --------
+    >>> x, y = runs.drop(columns="time_s"), runs["time_s"]  # doctest: +SKIP
+    >>> model = TrainingTimeModel().fit(x, y)  # doctest: +SKIP
+    >>> model.predict_table(what_if)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        method: str = "default",
+        k_max: int | None = None,
+        regressor: str = "ridge",
+        coverage: float = 0.9,
+        ignore: Sequence[str] = (),
+        public_data: bool = True,
+        random_state: int = 0,
+    ) -> None:
+        self.method = method
+        self.k_max = k_max
+        self.regressor = regressor
+        self.coverage = coverage
+        self.ignore = ignore
+        self.public_data = public_data
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X: Any, y: Any) -> TrainingTimeModel:
+        """Fit one model per network.
+
+        Parameters
+        ----------
+        X : DataFrame or 2-D numeric array
+            Canonical table (``network``, ``batch_size``, ``iterations``, ``gpu``/``gpu_*``,
+            further numeric features); other columns are ignored.
+        y : array-like of float
+            Seconds each row's iterations took.
+
+        Returns
+        -------
+        self
+        """
+        if self.method not in ("default", "paper"):
+            raise ValueError(f"method must be 'default' or 'paper', not {self.method!r}")
+        if self.regressor not in ("ridge", "nnls"):
+            raise ValueError(f"regressor must be 'ridge' or 'nnls', not {self.regressor!r}")
+        if not 0 < self.coverage < 1:
+            raise ValueError(f"coverage must be in (0, 1), not {self.coverage!r}")
+        prep = prepare(X, self.ignore)
+        target = check_target(y, len(prep.features))
+        self.feature_names_in_ = np.asarray(prep.features.columns, dtype=object)
+        self.n_features_in_ = len(self.feature_names_in_)
+        self.transfer_prior_ = (
+            public_prior()
+            if self.public_data
+            else TransferPrior(20.0, PRIOR_TRANSFER_MAPE, "physical prior (public data off)")
+        )
+        nets = prep.network if prep.network is not None else np.full(len(target), "*")
+        self.networks_ = sorted(pd.unique(nets).tolist())
+        self.fits_: dict[str, _NetworkFit] = {}
+        self.advice_: list[str] = []
+        for net in self.networks_:
+            rows = np.flatnonzero(nets == net)
+            self.fits_[net] = self._fit_network(net, prep, rows, target[rows])
+        weights = [len(np.flatnonzero(nets == n)) for n in self.networks_]
+        scores = [self.fits_[n].cv_mape for n in self.networks_]
+        finite = [(s, w) for s, w in zip(scores, weights, strict=True) if np.isfinite(s)]
+        self.cv_mape_ = (
+            float(sum(s * w for s, w in finite) / sum(w for _, w in finite))
+            if finite
+            else float("nan")
+        )
+        self.low_confidence_ = any(f.n_configs < 4 for f in self.fits_.values())
+        return self
+
+    def _fit_network(
+        self, net: str, prep: Prepared, rows: np.ndarray, y: np.ndarray
+    ) -> _NetworkFit:
+        feats = prep.features.iloc[rows].reset_index(drop=True)
+        its = prep.iterations[rows]
+        hw_cols = [c for c in HARDWARE if c in feats.columns]
+        if self.method == "paper":
+            model: Any = PaperNetworkModel(
+                k_max=self.k_max or 5, regressor=self.regressor, seed=self.random_state
+            )
+            model.fit(feats, its, y)
+            cv = model.cv_mape
+            pred = model.predict(feats, its)
+            abs_logres = np.sort(np.abs(np.log(y / np.maximum(pred, 1e-12))))
+            n_configs = len(np.unique(np.column_stack([feats.to_numpy(), its]), axis=0))
+        else:
+            candidates = []
+            for space in ("log", "linear"):
+                m = AnchoredNetworkModel(
+                    k_max=self.k_max or 8, space=space, seed=self.random_state
+                )
+                m.fit(feats, its, y)
+                candidates.append(m)
+            model = min(candidates, key=lambda m: m.anchor_mape)
+            n_configs = model.n_configs
+            cv = model.anchor_mape if n_configs >= 4 else float("nan")
+            abs_logres = np.sort(np.abs(model.loo_logres))
+        ranges = {c: (float(feats[c].min()), float(feats[c].max())) for c in feats.columns}
+        ranges["iterations"] = (float(its.min()), float(its.max()))
+        if hw_cols:
+            hardware, first = np.unique(feats[hw_cols].to_numpy(), axis=0, return_index=True)
+            labels = [str(prep.hardware_label[rows][i]) for i in first]
+        else:
+            hardware, labels = np.empty((0, 0)), []
+        batch = sorted(feats["batch_size"].unique().tolist()) if "batch_size" in feats else []
+        transfer = self.transfer_prior_
+        if self.method == "default" and len(hardware) >= 2 and len(hw_cols) == 2:
+            config_cols = [c for c in feats.columns if c not in hw_cols]
+            own = fit_rho(feats.assign(time_s=y / its), config_cols)
+            if own is not None:
+                transfer = TransferPrior(own.rho, own.mape, "your runs (leave-one-GPU-out)")
+        fit = _NetworkFit(
+            model, ranges, hardware, labels, hw_cols, abs_logres, cv, n_configs, batch, transfer
+        )
+        self._advise(net, fit)
+        return fit
+
+    def _advise(self, net: str, fit: _NetworkFit) -> None:
+        name = "" if net == "*" else f" of {net!r}"
+        if fit.batch_sizes and len(fit.batch_sizes) < 3:
+            b = fit.batch_sizes
+            more = [x for x in (b[0] / 4, b[0] / 2, b[-1] * 2, b[-1] * 4) if x >= 1 and x not in b]
+            picks = sorted({int(more[0]), int(more[-1])}) if more else []
+            need = 3 - len(b)
+            self.advice_.append(
+                f"profile {need} more batch size{'s' if need > 1 else ''}{name}, such as "
+                + " and ".join(str(p) for p in picks[:need] or picks)
+            )
+        if fit.n_configs < 4:
+            self.advice_.append(
+                f"low confidence{name}: {fit.n_configs} measured configuration(s); predictions "
+                "are proportional estimates (time ∝ iterations × batch size) until you profile "
+                "at least 4 configurations"
+            )
+        if len(fit.hardware) == 1:
+            self.advice_.append(
+                f"one GPU measured{name} ({fit.hardware_labels[0]}): predictions for other GPUs "
+                f"are transfers with about {100 * self.transfer_prior_.mape:.0f}% expected error"
+            )
+
+    # ------------------------------------------------------------------ prediction
+    def predict(self, X: Any) -> np.ndarray:
+        """Seconds the iterations of each row will take.
+
+        Parameters
+        ----------
+        X : DataFrame or 2-D numeric array
+            Configurations to predict (the columns used in :meth:`fit`).
+
+        Returns
+        -------
+        ndarray of float
+        """
+        return self.predict_table(X)["time_s"].to_numpy()
+
+    def predict_table(self, X: Any, coverage: float | None = None) -> pd.DataFrame:
+        """Predictions with intervals and the kind of each prediction.
+
+        Parameters
+        ----------
+        X : DataFrame or 2-D numeric array
+            Configurations to predict.
+        coverage : float, optional
+            Interval coverage (default: the ``coverage`` parameter).
+
+        Returns
+        -------
+        DataFrame
+            Indexed like ``X``; columns ``network``, ``time_s``, ``time_low_s``, ``time_high_s``,
+            ``per_iteration_s``, ``kind`` ("interpolation", "extrapolation" or "transfer"),
+            ``detail`` (why, e.g. "batch_size 512 > measured max 256"), ``expected_mape``
+            (fraction: the measured error for that kind of prediction).
+        """
+        self._check_fitted()
+        cov = self.coverage if coverage is None else coverage
+        if not 0 < cov < 1:
+            raise ValueError(f"coverage must be in (0, 1), not {cov!r}")
+        index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(np.asarray(X)))
+        prep = prepare(X, self.ignore)
+        missing = [c for c in self.feature_names_in_ if c not in prep.features.columns]
+        if missing:
+            raise ValueError(
+                f"X lacks the column(s) {', '.join(map(repr, missing))} the model was fitted "
+                "with (or the GPU could not be resolved to them)"
+            )
+        nets = prep.network if prep.network is not None else np.full(len(prep.features), "*")
+        unknown = sorted(set(nets) - set(self.fits_))
+        if unknown:
+            raise ValueError(
+                f"network {unknown[0]!r} was not in the training data; known: "
+                + ", ".join(self.networks_)
+            )
+        n = len(nets)
+        out = {
+            "network": nets.astype(object),
+            "time_s": np.zeros(n),
+            "time_low_s": np.zeros(n),
+            "time_high_s": np.zeros(n),
+            "per_iteration_s": np.zeros(n),
+            "kind": np.empty(n, dtype=object),
+            "detail": np.empty(n, dtype=object),
+            "expected_mape": np.zeros(n),
+        }
+        for net in pd.unique(nets):
+            rows = np.flatnonzero(nets == net)
+            self._predict_network(self.fits_[net], prep, rows, cov, out)
+        return pd.DataFrame(out, index=index)
+
+    def _predict_network(
+        self, fit: _NetworkFit, prep: Prepared, rows: np.ndarray, cov: float, out: dict
+    ) -> None:
+        feats = prep.features.iloc[rows][list(self.feature_names_in_)].reset_index(drop=True)
+        its = prep.iterations[rows]
+        labels = prep.hardware_label[rows]
+        kinds, details = self._kinds(fit, feats, its, labels)
+        transfer = kinds == "transfer"
+        pred = np.asarray(fit.model.predict(feats, its), dtype=float)
+        if self.method == "default":
+            if transfer.any():
+                pred[transfer] = self._transfer(fit, feats.iloc[transfer], its[transfer])
+            pred *= self._batch_prior(fit, feats)
+        pred = np.maximum(pred, 1e-9)
+        own = _quantile(fit.abs_logres, cov)
+        cv = fit.cv_mape if np.isfinite(fit.cv_mape) else MEASURED_MAPE["extrapolation"]
+        expected = np.empty(len(rows))
+        half = np.empty(len(rows))
+        for i, kind in enumerate(kinds):
+            measured = (
+                max(MEASURED_MAPE["transfer"], fit.transfer.mape)
+                if kind == "transfer" and fit.transfer is not None
+                else MEASURED_MAPE[kind]
+            )
+            if fit.n_configs < 4:
+                measured = max(measured, PRIOR_TRANSFER_MAPE)
+            expected[i] = max(cv, measured)
+            # |log error| ~ exponential with mean ≈ MAPE gives the quantile -ln(1-cov)·MAPE.
+            half[i] = max(own, -math.log(1 - cov) * expected[i]) if kind != "interpolation" \
+                else max(own, 1e-3)
+        out["time_s"][rows] = pred
+        out["time_low_s"][rows] = pred * np.exp(-half)
+        out["time_high_s"][rows] = pred * np.exp(half)
+        out["per_iteration_s"][rows] = pred / its
+        out["kind"][rows] = kinds
+        out["detail"][rows] = details
+        out["expected_mape"][rows] = expected
+
+    def _kinds(
+        self, fit: _NetworkFit, feats: pd.DataFrame, its: np.ndarray, labels: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        n = len(feats)
+        kinds = np.full(n, "interpolation", dtype=object)
+        details = np.full(n, "", dtype=object)
+        if fit.hw_cols and len(fit.hardware):
+            hw = feats[fit.hw_cols].to_numpy()
+            known = np.isclose(hw[:, None, :], fit.hardware[None, :, :], rtol=1e-6).all(-1)
+            for i in np.flatnonzero(~known.any(axis=1)):
+                kinds[i] = "transfer"
+                details[i] = f"to {labels[i]} from {', '.join(fit.hardware_labels)}"
+        values = {c: feats[c].to_numpy() for c in feats.columns if c not in fit.hw_cols}
+        values["iterations"] = its
+        for i in np.flatnonzero(kinds == "interpolation"):
+            notes = []
+            for col, v in values.items():
+                lo, hi = fit.ranges[col]
+                if v[i] > hi * (1 + 1e-9):
+                    notes.append(f"{col} {v[i]:g} > measured max {hi:g}")
+                elif v[i] < lo * (1 - 1e-9):
+                    notes.append(f"{col} {v[i]:g} < measured min {lo:g}")
+            if notes:
+                kinds[i] = "extrapolation"
+                details[i] = "; ".join(notes)
+        return kinds, details
+
+    def _transfer(self, fit: _NetworkFit, feats: pd.DataFrame, its: np.ndarray) -> np.ndarray:
+        """Carry each measured GPU's prediction to the new GPU by the hardware ratio."""
+        rho = fit.transfer.rho if fit.transfer is not None else self.transfer_prior_.rho
+        has_bw = "gpu_bandwidth_gbs" in fit.hw_cols
+        cols = fit.hw_cols
+
+        def factor(values: np.ndarray) -> np.ndarray:
+            return hardware_factor(values[:, 0], values[:, 1] if has_bw else None, rho)
+
+        h_new = factor(feats[cols].to_numpy())
+        h_known = factor(fit.hardware)
+        logs = np.zeros((len(feats), len(fit.hardware)))
+        for j, spec in enumerate(fit.hardware):
+            moved = feats.copy()
+            moved[cols] = np.broadcast_to(spec, (len(feats), len(cols)))
+            logs[:, j] = np.log(np.maximum(fit.model.predict(moved, its), 1e-12))
+        logs += np.log(h_new)[:, None] - np.log(h_known)[None, :]
+        # The nearest measured GPUs (in the hardware factor) say most about the new one.
+        w = 1.0 / (np.abs(np.log(h_new)[:, None] - np.log(h_known)[None, :]) + 0.05)
+        return np.exp((logs * w).sum(axis=1) / w.sum(axis=1))
+
+    def _batch_prior(self, fit: _NetworkFit, feats: pd.DataFrame) -> np.ndarray:
+        """Proportional scaling in batch size when only one batch size was measured."""
+        if len(fit.batch_sizes) != 1 or "batch_size" not in feats:
+            return np.ones(len(feats))
+        return feats["batch_size"].to_numpy(dtype=float) / fit.batch_sizes[0]
+
+    # ------------------------------------------------------------------ reporting
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """MAPE of the predictions (a fraction; lower is better; see the class notes)."""
+        target = check_target(y, len(X))
+        pred = self.predict(X)
+        err = np.abs(pred - target) / target
+        return float(np.average(err, weights=sample_weight))
+
+    def report(self) -> pd.DataFrame:
+        """Selected terms and coefficients, cross-validated MAPE and training ranges.
+
+        Returns
+        -------
+        DataFrame
+            Columns ``network``, ``item`` ("term", "cv_mape", "range", "transfer"), ``name``,
+            ``value``, ``min``, ``max``.
+        """
+        self._check_fitted()
+        rows: list[dict[str, Any]] = []
+        for net, fit in self.fits_.items():
+            model = fit.model
+            coef = getattr(model, "coef", np.zeros(0))
+            for term, c in zip(model.terms, coef, strict=True):
+                rows.append({"network": net, "item": "term", "name": term, "value": float(c)})
+            if getattr(model, "intercept", None) is not None and self.method == "paper":
+                rows.append({"network": net, "item": "term", "name": "intercept",
+                             "value": float(model.intercept)})
+            if self.method == "default":
+                rows.append({"network": net, "item": "model", "name": f"{model.space} space",
+                             "value": float(model.bandwidth)})
+            rows.append({"network": net, "item": "cv_mape", "name": "cv_mape",
+                         "value": fit.cv_mape})
+            for col, (lo, hi) in fit.ranges.items():
+                rows.append({"network": net, "item": "range", "name": col, "min": lo, "max": hi})
+            if fit.transfer is not None:
+                rows.append({"network": net, "item": "transfer", "name": fit.transfer.source,
+                             "value": fit.transfer.mape})
+        return pd.DataFrame(rows, columns=["network", "item", "name", "value", "min", "max"])
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "fits_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("call fit(X, y) before predicting")
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        tags.target_tags.positive_only = True
+        return tags
+
+
+def _quantile(sorted_abs: np.ndarray, coverage: float) -> float:
+    """Split-conformal quantile: the ceil((n+1)·coverage)-th smallest value."""
+    n = len(sorted_abs)
+    if n == 0:
+        return float("inf")
+    k = math.ceil((n + 1) * coverage)
+    return float(sorted_abs[min(k, n) - 1])

@@ -1,0 +1,148 @@
+"""Candidate terms for the linear models: the paper's augmentation and per-iteration terms.
+
+The paper (Lattuada et al. 2022, aMLLibrary) augments the raw features with their inverses
+``1/x`` and all pairwise products of raw and inverse columns, never ``x * (1/x)`` (that is the
+constant 1). :func:`augment` builds exactly that set. :func:`per_iteration_terms` builds the
+default model's candidates: a constant (set-up time) and ``iterations`` times every augmented
+term (plus ``iterations`` alone, the per-iteration floor), so each term is a time that grows with
+the number of iterations, as training time does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import combinations
+
+import numpy as np
+
+__all__ = ["augment", "evaluate_terms", "per_iteration_terms"]
+
+
+def augment(
+    values: np.ndarray, names: Sequence[str], *, inverses: bool = True
+) -> tuple[np.ndarray, list[str]]:
+    """Raw features, their inverses and their pairwise products (the paper's augmentation).
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_samples, n_features)
+        Raw feature values.
+    names : sequence of str
+        One name per column.
+    inverses : bool, default True
+        Add ``1/x`` for every column with no zero value (a column containing 0 has no inverse).
+
+    Returns
+    -------
+    terms : ndarray of shape (n_samples, n_terms)
+        With ``p`` features that all have inverses, ``n_terms = 2p + C(2p, 2) - p``
+        (72 for 6 features): ``2p`` single columns, then every pair except ``x * (1/x)``.
+    term_names : list of str
+        ``"a"``, ``"1/a"``, ``"a*b"``, ``"a*1/b"`` ...
+    """
+    values = np.asarray(values, dtype=float)
+    if values.ndim != 2 or values.shape[1] != len(names):
+        raise ValueError("values must be 2-D with one column per name")
+    cols: list[np.ndarray] = []
+    labels: list[str] = []
+    origin: list[int] = []  # which raw feature a single column comes from
+    for j, name in enumerate(names):
+        cols.append(values[:, j])
+        labels.append(str(name))
+        origin.append(j)
+    if inverses:
+        for j, name in enumerate(names):
+            col = values[:, j]
+            if np.all(col != 0):
+                cols.append(1.0 / col)
+                labels.append(f"1/{name}")
+                origin.append(j)
+    singles = len(cols)
+    out = list(cols)
+    out_names = list(labels)
+    for a, b in combinations(range(singles), 2):
+        if origin[a] == origin[b]:
+            continue  # x * 1/x == 1
+        out.append(cols[a] * cols[b])
+        out_names.append(f"{labels[a]}*{labels[b]}")
+    if not out:
+        return np.empty((values.shape[0], 0)), []
+    return np.column_stack(out), out_names
+
+
+def per_iteration_terms(
+    values: np.ndarray, names: Sequence[str], iterations: np.ndarray
+) -> tuple[np.ndarray, list[str]]:
+    """Candidate terms of the default model: ``1``, ``it`` and ``it * t`` for augmented ``t``.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_samples, n_features)
+        Raw features other than the iteration count.
+    names : sequence of str
+        Their names.
+    iterations : ndarray of shape (n_samples,)
+        Iterations each time covers (all ones for per-iteration data).
+
+    Returns
+    -------
+    terms, term_names
+        Duplicate columns (for instance ``1`` and ``it`` when all iterations are 1) are removed,
+        keeping the first.
+    """
+    iterations = np.asarray(iterations, dtype=float)
+    aug, aug_names = augment(values, names)
+    cols = [np.ones_like(iterations), iterations]
+    labels = ["1", "it"]
+    for j, name in enumerate(aug_names):
+        cols.append(iterations * aug[:, j])
+        labels.append(f"it*{name}")
+    terms = np.column_stack(cols)
+    keep = _distinct_columns(terms)
+    return terms[:, keep], [labels[j] for j in keep]
+
+
+def _distinct_columns(terms: np.ndarray) -> list[int]:
+    """Indices of the first of each group of (relatively) identical columns."""
+    keep: list[int] = []
+    seen: list[np.ndarray] = []
+    for j in range(terms.shape[1]):
+        col = terms[:, j]
+        scale = np.max(np.abs(col)) or 1.0
+        if any(np.allclose(col / scale, s, rtol=1e-9, atol=1e-12) for s in seen):
+            continue
+        seen.append(col / scale)
+        keep.append(j)
+    return keep
+
+
+def evaluate_terms(columns: dict[str, np.ndarray], term_names: Sequence[str]) -> np.ndarray:
+    """Values of named terms (as produced by :func:`augment` / :func:`per_iteration_terms`).
+
+    Parameters
+    ----------
+    columns : dict of str to ndarray
+        Raw feature values by name; ``"it"`` is the iteration count.
+    term_names : sequence of str
+        Names such as ``"1"``, ``"it"``, ``"it*batch_size*1/gpu_fp32_tflops"``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples, n_terms)
+    """
+    n = len(next(iter(columns.values())))
+    out = np.ones((n, len(term_names)))
+    for j, term in enumerate(term_names):
+        if term == "1":
+            continue
+        for factor in _split_factors(term):
+            if factor.startswith("1/"):
+                out[:, j] /= columns[factor[2:]]
+            else:
+                out[:, j] *= columns[factor]
+    return out
+
+
+def _split_factors(term: str) -> list[str]:
+    """``"it*a*1/b"`` -> ``["it", "a", "1/b"]``."""
+    return term.split("*")

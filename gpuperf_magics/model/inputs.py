@@ -1,0 +1,233 @@
+"""Turn a canonical table (or a numeric array) into the model's numeric features, with clear errors.
+
+What counts as a feature
+------------------------
+- ``network`` (str) splits the data into one model per network; ``iterations`` (default 1) is
+  the count the time covers; ``gpu`` (str) is resolved through the hardware catalog.
+- Hardware: of the ``gpu_*`` columns only the peak FP32 rate ``gpu_fp32_tflops`` and the memory
+  bandwidth ``gpu_bandwidth_gbs`` are used (the others are functions of the same GPU and would
+  only multiply the candidate terms). Given directly, they win over the catalog.
+- Every other numeric or boolean column is a feature (``batch_size``, ``gpu_count``, ``depth``,
+  ``arch_*``, image size ...), except columns that restate the target (names ending in ``_s``
+  such as ``it_median_s``, ``samples_per_s``), bookkeeping (:data:`IGNORED`) and those listed
+  in ``ignore``. Text, dict and list columns are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["HARDWARE", "IGNORED", "Prepared", "check_target", "prepare"]
+
+#: Hardware columns the model uses, in this order.
+HARDWARE = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
+
+#: Numeric columns of a store's runs that are bookkeeping, not features.
+IGNORED = frozenset(
+    {
+        "id",
+        "run_id",
+        "warmup_iterations",
+        "recorded_iterations",
+        "total_iterations",
+        "epochs",
+        "skipped_steps",
+        "lr",
+        "load_avg_start",
+        "load_avg_end",
+        "busy",
+        "torch_threads",
+        "interop_threads",
+        "gpu_visible_count",
+        "gpu_mig",
+        "gpu_power_limit_w",
+        "gpu_uuid",
+        "gpu_driver",
+        "gpu_cuda_driver",
+    }
+)
+
+#: Columns that must be positive numbers when present.
+POSITIVE = ("batch_size", "iterations", *HARDWARE)
+
+
+@dataclass
+class Prepared:
+    """Numeric view of a table.
+
+    Attributes
+    ----------
+    features : DataFrame
+        Numeric features (hardware included), float, finite.
+    iterations : ndarray
+        Iterations per row (ones when the table has no ``iterations`` column).
+    network : ndarray of str or None
+    hardware_label : ndarray of str
+        The GPU each row ran on, for messages ("Tesla T4", "7.4 TFLOPS", "CPU").
+    """
+
+    features: pd.DataFrame
+    iterations: np.ndarray
+    network: np.ndarray | None
+    hardware_label: np.ndarray
+
+
+def _as_frame(x: object) -> pd.DataFrame:
+    if isinstance(x, pd.DataFrame):
+        return x
+    if isinstance(x, pd.Series):
+        raise TypeError("X must be a DataFrame (one row per configuration), not a Series")
+    arr = np.asarray(x)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(
+            "X must be a pandas DataFrame or a numeric array; got an array of dtype "
+            f"{arr.dtype}"
+        )
+    if arr.ndim != 2:
+        raise ValueError(f"X must be 2-D (rows x features); got {arr.ndim} dimension(s)")
+    return pd.DataFrame(arr, columns=[f"x{j}" for j in range(arr.shape[1])])
+
+
+def _numeric(frame: pd.DataFrame, col: str) -> np.ndarray:
+    series = frame[col]
+    if series.dtype == bool:
+        return series.to_numpy(dtype=float)
+    values = pd.to_numeric(series, errors="coerce")
+    bad = values.isna() & series.notna()
+    if bad.any():
+        example = series[bad].iloc[0]
+        raise ValueError(f"column {col!r} must be numeric; found {example!r}")
+    return values.to_numpy(dtype=float)
+
+
+def _is_feature_column(frame: pd.DataFrame, col: str, ignore: Sequence[str]) -> bool:
+    if col in ignore or col in IGNORED or col in ("network", "gpu", "iterations", "time_s"):
+        return False
+    if col.endswith("_s") or (
+        col.startswith("gpu_") and col not in HARDWARE and col != "gpu_count"
+    ):
+        return False
+    if frame[col].isna().all():
+        return False  # a column nobody filled (e.g. depth of non-ResNet files) is absent
+    if col in ("batch_size", "gpu_count"):
+        return True  # canonical: validated even when stored as text
+    dtype = frame[col].dtype
+    return bool(pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype))
+
+
+def _resolve_hardware(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Hardware columns per row, from the table or the catalog; plus a label per row."""
+    n = len(frame)
+    hw = pd.DataFrame(index=frame.index)
+    for col in HARDWARE:
+        hw[col] = _numeric(frame, col) if col in frame.columns else np.nan
+    names = frame["gpu"] if "gpu" in frame.columns else pd.Series([None] * n, index=frame.index)
+    named = names.map(lambda v: isinstance(v, str) and v.strip() != "")
+    labels = np.where(named, names.astype(object), "CPU").astype(object)
+    need = named & hw[list(HARDWARE)].isna().any(axis=1)
+    if need.any():
+        for name in pd.unique(names[need]):
+            specs = _catalog_lookup(str(name))
+            rows = need & (names == name)
+            for col in HARDWARE:
+                value = specs.get(col)
+                if value is not None and np.isfinite(value):
+                    hw.loc[rows & hw[col].isna(), col] = float(value)
+    given = ~named & hw["gpu_fp32_tflops"].notna()
+    for i in np.flatnonzero(given.to_numpy()):
+        labels[i] = f"{hw['gpu_fp32_tflops'].iloc[i]:g} TFLOPS GPU"
+    return hw, labels
+
+
+def _catalog_lookup(name: str) -> dict:
+    try:
+        from gpuperf_magics.hardware import catalog
+    except ImportError as exc:  # pragma: no cover - the catalog ships with the package
+        raise ValueError(
+            f"cannot resolve GPU {name!r}: the hardware catalog is not available; give the "
+            f"columns {', '.join(HARDWARE)} instead"
+        ) from exc
+    return dict(catalog.lookup(name))
+
+
+def prepare(x: object, ignore: Sequence[str] = ()) -> Prepared:
+    """Validate a table and return its numeric features.
+
+    Parameters
+    ----------
+    x : DataFrame or 2-D numeric array
+        The canonical table (extra columns are ignored) or a plain feature array.
+    ignore : sequence of str, default ()
+        Further columns not to use as features.
+
+    Raises
+    ------
+    ValueError
+        Empty table; a feature that is not numeric, NaN or infinite; a ``batch_size``,
+        ``iterations`` or hardware value that is not positive; an unknown GPU name (the message
+        lists close matches); CPU and GPU runs mixed in one network.
+    """
+    frame = _as_frame(x)
+    if len(frame) == 0:
+        raise ValueError("X has no rows: profile at least one training run first")
+    frame = frame.reset_index(drop=True)
+    if "network" in frame.columns:
+        net = frame["network"]
+        if net.isna().any():
+            raise ValueError("column 'network' has missing values; name every network")
+        network: np.ndarray | None = net.astype(str).to_numpy()
+    else:
+        network = None
+    iterations = (
+        _numeric(frame, "iterations") if "iterations" in frame.columns else np.ones(len(frame))
+    )
+    hw, labels = _resolve_hardware(frame)
+    columns: dict[str, np.ndarray] = {}
+    for col in frame.columns:
+        if _is_feature_column(frame, str(col), ignore) and col not in HARDWARE:
+            columns[str(col)] = _numeric(frame, str(col))
+    for col in HARDWARE:
+        values = hw[col].to_numpy(dtype=float)
+        if np.all(np.isnan(values)):
+            continue
+        if np.any(np.isnan(values)):
+            missing = labels[np.isnan(values)][0]
+            raise ValueError(
+                f"column {col!r} is missing for some rows (e.g. {missing}); CPU and GPU runs, or "
+                "GPUs the catalog lacks this figure for, cannot share one model: fit them "
+                f"separately or fill {col!r}"
+            )
+        columns[col] = values
+    features = pd.DataFrame(columns)
+    checks = {"iterations": iterations, **columns}
+    for col, values in checks.items():
+        if not np.all(np.isfinite(values)):
+            raise ValueError(
+                f"column {col!r} has NaN or infinite values; fill them or pass "
+                f"ignore=[{col!r}]"
+            )
+        if col in POSITIVE and np.any(values <= 0):
+            raise ValueError(f"column {col!r} must be positive; found {values.min():g}")
+        if col == "gpu_count" and np.any(values < 0):
+            raise ValueError(f"column 'gpu_count' must be >= 0; found {values.min():g}")
+    return Prepared(features, iterations, network, labels)
+
+
+def check_target(y: object, n: int) -> np.ndarray:
+    """Seconds as a positive finite float array of length ``n``."""
+    try:
+        arr = np.asarray(y, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise ValueError("y (time_s) must be numeric seconds") from exc
+    arr = arr.reshape(-1) if arr.ndim == 2 and 1 in arr.shape else arr
+    if arr.ndim != 1 or len(arr) != n:
+        raise ValueError(f"y (time_s) must have one value per row of X ({n}); got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("y (time_s) has NaN or infinite values; drop failed runs first")
+    if np.any(arr <= 0):
+        raise ValueError(f"y (time_s) must be positive seconds; found {arr.min():g}")
+    return arr
