@@ -11,13 +11,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Unicode
+
+from gpuperf_magics.store.errors import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
+    from gpuperf_magics.predict import Prediction
     from gpuperf_magics.run import Run
 
 __all__ = ["GpuPerf", "load", "unload"]
@@ -159,6 +162,73 @@ class GpuPerf(Magics):
         if opts.variable:
             shell.user_ns[opts.variable] = run
         return run if opts.output else None
+
+
+    # ------------------------------------------------------------------ %predict_time
+    @magic_arguments()
+    @argument("name", nargs="?", help="Network to predict (default: the latest run's).")
+    @argument("--batch-size", metavar="B[,B...]",
+              help="Batch sizes, e.g. 32,64,128. Default: the measured ones and one power of "
+              "two beyond each end.")
+    @argument("--iterations", type=int, metavar="N", help="Iterations of the job.")
+    @argument("--epochs", type=float, metavar="E",
+              help="Epochs of the job (iterations = E × samples ÷ batch size).")
+    @argument("--samples", type=int, metavar="N", help="Samples per epoch (default: the "
+              "profiled DataLoader's dataset size).")
+    @argument("--gpu", metavar="NAME[,NAME...]", help="GPUs to predict for besides the "
+              "measured device, e.g. \"A100 80GB,H100\" (names of gpuperf_magics.gpus()).")
+    @argument("--gpu-count", type=int, metavar="N", help="GPUs per job (data parallel).")
+    @argument("--set", action="append", metavar="FEATURE=VALUE",
+              help="Value of another feature, e.g. depth=50 (repeatable).")
+    @argument("--store", metavar="PATH", help="Store to learn from (default as "
+              "%%profile_training).")
+    @argument("-q", "--quiet", action="store_true", help="Display nothing.")
+    @argument("-o", "--output", action="store_true", help="Return the Prediction object.")
+    @argument("-v", "--variable", metavar="VAR", help="Store the Prediction in variable VAR.")
+    @line_magic
+    def predict_time(self, line: str) -> Prediction | None:
+        """Predict training time for other batch sizes, job lengths, GPUs or features.
+
+        Usage::
+
+            %predict_time [NAME] [--batch-size 32,64,128] [--iterations N | --epochs E
+                          [--samples N]] [--gpu "A100 80GB,H100"] [--gpu-count N]
+                          [--set depth=50] [--store PATH] [-q] [-o] [-v VAR]
+
+        Fits a regression model on the store's completed runs (cached; refitted only when
+        the store changed) and shows, per configuration, the predicted total time (h:mm:ss),
+        the time per iteration, an interval, the kind of prediction (interpolation,
+        extrapolation, transfer to a GPU never measured) and the model's measured error.
+        """
+        from gpuperf_magics import predict
+
+        args = parse_argstring(self.predict_time, line)
+        var = args.variable
+        if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
+            raise UsageError(f"-v expects a Python variable name, got {var!r}")
+        try:
+            result = predict.predict_time(
+                _strip_quotes(args.store) or self.store,
+                _strip_quotes(args.name),
+                batch_sizes=predict.parse_batch_sizes(args.batch_size),
+                iterations=args.iterations,
+                epochs=args.epochs,
+                samples=args.samples,
+                gpus=predict.parse_gpus(_strip_quotes(args.gpu)),
+                gpu_count=args.gpu_count,
+                settings=predict.parse_settings(args.set),
+            )
+        except predict.PredictionError as exc:
+            raise UsageError(str(exc)) from None
+        except StoreError as exc:
+            raise UsageError(str(exc)) from None
+        if not args.quiet:
+            from IPython.display import display
+
+            display(result)
+        if var:
+            self.shell.user_ns[var] = result  # type: ignore[union-attr]
+        return result if args.output else None
 
 
 def load(shell: InteractiveShell) -> None:

@@ -128,7 +128,11 @@ def runs_frame(records: Iterable[dict[str, Any]]) -> pd.DataFrame:
         data[name] = _series(name, [row.get(name) for row in rows], kind)
     if not rows:
         data["tags"] = pd.Series([], dtype=object, name="tags")
-    return pd.DataFrame(data, columns=columns)
+    frame = pd.DataFrame(data, columns=columns)
+    # Which columns are user features (imported numeric columns, Run.features): the
+    # predictor uses them, and nothing else of the extra hyper/quality keys.
+    frame.attrs["feature_columns"] = [c for c in columns if groups.get(c) == "features"]
+    return frame
 
 
 def iterations_frame(run_id: int, rows: list[tuple[Any, ...]]) -> pd.DataFrame:

@@ -1,0 +1,468 @@
+"""What-if predictions from a store: the API behind ``%predict_time`` and ``gpuperf predict``.
+
+:func:`predict_time` fits a :class:`~gpuperf_magics.model.TrainingTimeModel` on a store's
+completed runs (cached per store and refitted only when the store changed), builds the
+configurations asked for (batch sizes × GPUs, with iterations from ``iterations``, ``epochs`` ×
+samples, or what the runs recorded) and returns a :class:`Prediction`: a table of total time,
+time per iteration, interval, kind of prediction and its measured error.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from gpuperf_magics.model import TrainingTimeModel
+
+__all__ = [
+    "Prediction",
+    "PredictionError",
+    "fit_store",
+    "format_duration",
+    "parse_batch_sizes",
+    "parse_gpus",
+    "parse_settings",
+    "per_iteration_table",
+    "predict_time",
+]
+
+#: Columns of a store's runs that the predictor uses besides the user's own features.
+BASE_FEATURES = ("network", "batch_size", "iterations", "gpu", "gpu_count")
+#: Iterations assumed when neither the user nor the runs say how long the job is.
+DEFAULT_ITERATIONS = 1000
+
+
+class PredictionError(ValueError):
+    """A prediction cannot be made as asked; the message says what to do instead."""
+
+
+def parse_batch_sizes(text: str | None) -> list[int] | None:
+    """``"32,64,128"`` → ``[32, 64, 128]`` (the ``--batch-size`` option of magic and CLI)."""
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise PredictionError(
+            f"--batch-size expects integers separated by commas, e.g. 32,64,128; got {text!r}"
+        ) from None
+    if not values or min(values) <= 0:
+        raise PredictionError(f"--batch-size expects positive integers, got {text!r}")
+    return values
+
+
+def parse_gpus(text: str | None) -> list[str] | None:
+    """``"A100 80GB, H100"`` → ``["A100 80GB", "H100"]`` (the ``--gpu`` option)."""
+    if text is None:
+        return None
+    names = [g.strip() for g in text.split(",") if g.strip()]
+    if not names:
+        raise PredictionError("--gpu expects GPU names separated by commas, e.g. 'A100 80GB,T4'")
+    return names
+
+
+def parse_settings(items: list[str] | None) -> dict[str, float]:
+    """``["depth=50"]`` → ``{"depth": 50.0}`` (the repeatable ``--set`` option)."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        try:
+            if not sep or not key.strip():
+                raise ValueError
+            out[key.strip()] = float(value)
+        except ValueError:
+            message = f"--set expects feature=number, e.g. depth=50; got {item!r}"
+            raise PredictionError(message) from None
+    return out
+
+
+def format_duration(seconds: float) -> str:
+    """``h:mm:ss`` (days when needed); sub-second times in ms."""
+    if not math.isfinite(seconds):
+        return "—"
+    if seconds < 1:
+        return f"{seconds * 1e3:.0f} ms"
+    total = round(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    text = f"{hours}:{minutes:02d}:{secs:02d}"
+    return f"{days}d {text}" if days else text
+
+
+def _format_per_iteration(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} µs"
+
+
+@dataclass
+class Prediction:
+    """Predicted training times for a set of configurations.
+
+    Attributes
+    ----------
+    network : str
+    frame : DataFrame
+        One row per configuration: ``batch_size``, ``gpu``, ``gpu_count``, ``iterations``,
+        ``time_s``, ``time_low_s``, ``time_high_s``, ``per_iteration_s``, ``kind``, ``detail``,
+        ``expected_mape``, plus any ``--set`` features.
+    cv_mape : float
+        The model's cross-validated MAPE on the measured runs (fraction).
+    runs : int
+        Runs the model was fitted on.
+    advice : list of str
+        What to profile next for better predictions.
+    notes : list of str
+        Assumptions made (iterations, default batch sizes...).
+    """
+
+    network: str
+    frame: pd.DataFrame
+    cv_mape: float
+    runs: int
+    measured: str
+    advice: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def table(self) -> pd.DataFrame:
+        """The human table: configuration, total (h:mm:ss), per iteration, interval, kind."""
+        import pandas as pd
+
+        f = self.frame
+        rows = []
+        for _, r in f.iterrows():
+            device = r["gpu"] if isinstance(r["gpu"], str) and r["gpu"] else "CPU"
+            count = 0 if pd.isna(r["gpu_count"]) else int(r["gpu_count"])
+            if count > 1:
+                device = f"{count}× {device}"
+            extra = "".join(f" · {c}={r[c]:g}" for c in self._set_columns())
+            kind = r["kind"] + (f" ({r['detail']})" if r["detail"] else "")
+            rows.append({
+                "configuration": f"batch {int(r['batch_size'])} · {device}{extra}",
+                "iterations": f"{int(r['iterations']):,}",
+                "predicted time": format_duration(r["time_s"]),
+                "per iteration": _format_per_iteration(r["per_iteration_s"]),
+                "interval": f"{format_duration(r['time_low_s'])} – "
+                            f"{format_duration(r['time_high_s'])}",
+                "kind": kind,
+                "expected error": f"±{100 * r['expected_mape']:.0f}%",
+            })
+        return pd.DataFrame(rows)
+
+    def _set_columns(self) -> list[str]:
+        return list(self.frame.attrs.get("set_columns", []))
+
+    def header(self) -> str:
+        cv = "n/a" if not math.isfinite(self.cv_mape) else f"{100 * self.cv_mape:.1f}%"
+        return (f"{self.network}: fitted on {self.runs} run(s) ({self.measured}); "
+                f"cross-validated error (MAPE) {cv}")
+
+    def __str__(self) -> str:
+        lines = [self.header(), self.table().to_string(index=False)]
+        lines += [f"note: {n}" for n in self.notes]
+        lines += [f"advice: {a}" for a in self.advice]
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("Prediction(...)" if cycle else str(self))
+
+    def _repr_html_(self) -> str:
+        foot = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        foot += "".join(f"<li><b>advice:</b> {html.escape(a)}</li>" for a in self.advice)
+        return (
+            f"<div class='gpuperf-prediction'><p><b>{html.escape(self.header())}</b></p>"
+            + self.table().to_html(index=False, escape=True, border=0)
+            + (f"<ul>{foot}</ul>" if foot else "")
+            + "</div>"
+        )
+
+
+# --------------------------------------------------------------------------- fitting
+_CACHE: dict[str, tuple[int, Any, Any]] = {}
+_LOCK = threading.Lock()
+
+
+def _feature_columns(runs: pd.DataFrame) -> list[str]:
+    features = [c for c in runs.attrs.get("feature_columns", []) if runs[c].notna().any()]
+    return [*BASE_FEATURES, *features]
+
+
+def per_iteration_table(runs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, Any]:
+    """``X, y`` of one iteration per run: what the store's models learn.
+
+    Profiled times cover steady iterations only (no set-up), so the time of a job is the time
+    of one iteration × its iterations, and a longer job is no extrapolation.
+    """
+    return runs[columns].assign(iterations=1), runs["time_s"] / runs["iterations"]
+
+
+def fit_store(store: Any = None) -> tuple[TrainingTimeModel, pd.DataFrame]:
+    """The model fitted on a store's completed runs, and those runs.
+
+    Cached per store path: a second call refits only if the store was written in between
+    (its :meth:`~gpuperf_magics.Store.revision` changed).
+
+    Raises
+    ------
+    PredictionError
+        The store has no completed run.
+    """
+    from gpuperf_magics.model import TrainingTimeModel
+    from gpuperf_magics.store import Store
+
+    st = store if isinstance(store, Store) else Store(store)
+    key = str(st.path)
+    revision = st.revision()
+    with _LOCK:
+        cached = _CACHE.get(key)
+        if cached is not None and cached[0] == revision:
+            return cached[1], cached[2]
+    runs = st.runs(status="ok")
+    runs = runs[runs["time_s"] > 0].reset_index(drop=True)
+    if runs.empty:
+        raise PredictionError(
+            f"the store {st.path} has no completed run to learn from: profile a training cell "
+            "with %%profile_training (or gpuperf_magics.profile_training) first, or import "
+            "measurements with Store.import_table"
+        )
+    columns = _feature_columns(runs)
+    try:
+        model = TrainingTimeModel().fit(*per_iteration_table(runs, columns))
+    except ValueError as exc:
+        raise PredictionError(f"cannot fit a model on {st.path}: {exc}") from exc
+    model.store_features_ = columns
+    with _LOCK:
+        _CACHE[key] = (revision, model, runs)
+    return model, runs
+
+
+def _from_cpu(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
+    """Rows for GPUs when the network was only measured on the CPU: the FLOPs estimate."""
+    import pandas as pd
+
+    from gpuperf_magics.hardware.catalog import lookup
+    from gpuperf_magics.model.roofline import EXPECTED_MAPE, cpu_to_gpu_seconds
+
+    arch = {k: latest[k] for k in latest.index if str(k).startswith("arch_")}
+    out = []
+    for idx, row in configs.iterrows():
+        per_it = cpu_to_gpu_seconds(arch, lookup(row["gpu"]), int(row["batch_size"]),
+                                    int(row["gpu_count"]))
+        if per_it is None:
+            raise PredictionError(
+                f"cannot estimate {row['gpu']} from CPU runs: the runs have no FLOPs count "
+                "(arch_flops_fwd_bwd); profile one run on a GPU instead"
+            )
+        total = per_it * int(row["iterations"])
+        out.append(pd.Series({
+            "network": row["network"], "time_s": total,
+            "time_low_s": total * (1 - EXPECTED_MAPE),
+            "time_high_s": total * (1 + 2 * EXPECTED_MAPE),
+            "per_iteration_s": per_it, "kind": "transfer",
+            "detail": "from CPU runs by FLOPs, rough",
+            "expected_mape": EXPECTED_MAPE,
+        }, name=idx))
+    return pd.DataFrame(out)
+
+
+# --------------------------------------------------------------------------- configurations
+def _default_batch_sizes(measured: list[int]) -> list[int]:
+    """Measured batch sizes plus one power of two below and above the measured range."""
+    lo, hi = min(measured), max(measured)
+    below = 2 ** max(0, math.floor(math.log2(lo)) - (1 if lo & (lo - 1) == 0 else 0))
+    above = 2 ** (math.floor(math.log2(hi)) + 1)
+    return sorted({*measured, below, above} - {0})
+
+
+def _iterations_for(
+    batch: int, runs: pd.DataFrame, iterations: int | None, epochs: float | None,
+    samples: int | None, notes: list[str],
+) -> int:
+    if iterations is not None:
+        return iterations
+    if epochs is not None:
+        if samples is None:
+            sizes = runs["dataset_size"].dropna() if "dataset_size" in runs else []
+            if len(sizes) == 0:
+                raise PredictionError(
+                    "--epochs needs the dataset size: give --samples N (samples per epoch); "
+                    "the runs did not iterate a DataLoader with a sized dataset"
+                )
+            samples = int(sizes.iloc[-1])
+            _note(notes, f"{samples:,} samples per epoch, as the profiled DataLoader's dataset")
+        return max(1, math.ceil(epochs * math.ceil(samples / batch)))
+    if samples is not None:
+        return max(1, math.ceil(samples / batch))
+    import pandas as pd
+
+    latest = runs.iloc[-1]
+    total = latest.get("total_iterations")
+    if pd.notna(total) and pd.notna(latest["batch_size"]):
+        job_samples = int(total) * int(latest["batch_size"])
+        _note(notes, f"the job's size is the last run's --total-iterations/--epochs: "
+                     f"{job_samples:,} samples")
+        return max(1, math.ceil(job_samples / batch))
+    _note(notes, f"{DEFAULT_ITERATIONS:,} iterations per configuration (give --iterations or "
+                 "--epochs for the job's size)")
+    return DEFAULT_ITERATIONS
+
+
+def _note(notes: list[str], text: str) -> None:
+    if text not in notes:
+        notes.append(text)
+
+
+def _resolve_network(runs: pd.DataFrame, network: str | None) -> str:
+    known = list(dict.fromkeys(runs["network"].tolist()))
+    if network is None:
+        return str(runs["network"].iloc[-1])
+    if network in known:
+        return network
+    lowered = {k.lower(): k for k in known}
+    if network.lower() in lowered:
+        return lowered[network.lower()]
+    raise PredictionError(
+        f"no completed runs of network {network!r} in the store; known networks: "
+        + ", ".join(repr(k) for k in known)
+    )
+
+
+def _resolve_gpus(gpus: list[str] | None) -> list[str]:
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+
+    out = []
+    for name in gpus or []:
+        try:
+            out.append(lookup(name)["gpu_name"])
+        except UnknownGPUError as exc:
+            raise PredictionError(str(exc)) from exc
+    return out
+
+
+def predict_time(
+    store: Any = None,
+    network: str | None = None,
+    *,
+    batch_sizes: list[int] | None = None,
+    iterations: int | None = None,
+    epochs: float | None = None,
+    samples: int | None = None,
+    gpus: list[str] | None = None,
+    gpu_count: int | None = None,
+    settings: dict[str, float] | None = None,
+    coverage: float = 0.9,
+) -> Prediction:
+    """Predict training time for configurations of a measured network.
+
+    Parameters
+    ----------
+    store : path or Store, optional
+        The store to learn from (default: ``$GPUPERF_STORE`` or the per-user store).
+    network : str, optional
+        Network to predict; default: the network of the latest completed run.
+    batch_sizes : list of int, optional
+        Default: the measured batch sizes and one power of two beyond each end.
+    iterations : int, optional
+        Iterations of the job. Alternatively ``epochs`` (× ``samples`` per epoch, default
+        the profiled dataset's size); default: the runs' recorded job size, else 1,000.
+    gpus : list of str, optional
+        GPUs to predict for (catalog names, e.g. ``"A100 80GB"``), besides the measured device.
+    gpu_count : int, optional
+        GPUs per configuration (default: as measured).
+    settings : dict, optional
+        Values for other features, e.g. ``{"depth": 50}``.
+    coverage : float
+        Coverage of the intervals.
+
+    Returns
+    -------
+    Prediction
+    """
+    import pandas as pd
+
+    for name, value in (("iterations", iterations), ("samples", samples),
+                        ("gpu_count", gpu_count)):
+        if value is not None and value <= 0:
+            raise PredictionError(f"{name} must be a positive integer, got {value}")
+    if epochs is not None and epochs <= 0:
+        raise PredictionError(f"epochs must be positive, got {epochs}")
+    if iterations is not None and (epochs is not None or samples is not None):
+        raise PredictionError("give either --iterations or --epochs/--samples, not both")
+    if batch_sizes is not None and (not batch_sizes or min(batch_sizes) <= 0):
+        raise PredictionError(f"batch sizes must be positive integers, got {batch_sizes}")
+
+    model, all_runs = fit_store(store)
+    net = _resolve_network(all_runs, network)
+    runs = all_runs[all_runs["network"] == net].reset_index(drop=True)
+    notes: list[str] = []
+    measured_batches = sorted({int(b) for b in runs["batch_size"].dropna()})
+    if batch_sizes is None:
+        batch_sizes = _default_batch_sizes(measured_batches) if measured_batches else [32]
+    latest = runs.iloc[-1]
+    measured_gpu = latest["gpu"] if isinstance(latest["gpu"], str) and latest["gpu"] else None
+    devices: list[str | None] = [measured_gpu]
+    devices += [g for g in _resolve_gpus(gpus) if g != measured_gpu]
+    features = [c for c in model.store_features_ if c not in BASE_FEATURES]
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(features))
+    if unknown:
+        raise PredictionError(
+            f"--set {unknown[0]}: the model has no feature {unknown[0]!r}; features it knows: "
+            + (", ".join(features) or "none besides batch size, iterations and the GPU")
+            + " (features come from numeric columns of imported tables)"
+        )
+    if devices == [None] and gpu_count is not None:
+        raise PredictionError("--gpu-count needs a GPU: the runs were measured on the CPU; "
+                              "add --gpu NAME")
+    rows = []
+    for device in devices:
+        if device is None:
+            count = 0
+        elif gpu_count is not None:
+            count = gpu_count
+        else:
+            count = max(1, int(latest["gpu_count"]))
+        for batch in batch_sizes:
+            row: dict[str, Any] = {
+                "network": net, "batch_size": int(batch),
+                "iterations": _iterations_for(int(batch), runs, iterations, epochs, samples, notes),
+                "gpu": device, "gpu_count": 0 if device is None else count,
+            }
+            for feat in features:
+                row[feat] = settings.get(feat, latest.get(feat))
+            rows.append(row)
+    configs = pd.DataFrame(rows)
+    on_model = configs["gpu"].isna() if measured_gpu is None else configs["gpu"].notna()
+    parts = []
+    if on_model.any():
+        asked = configs.loc[on_model, model.store_features_]
+        try:
+            one = model.predict_table(asked.assign(iterations=1), coverage=coverage)
+        except ValueError as exc:
+            raise PredictionError(str(exc)) from exc
+        for col in ("time_s", "time_low_s", "time_high_s"):
+            one[col] = one[col] * asked["iterations"]
+        parts.append(one)
+    if (~on_model).any():
+        parts.append(_from_cpu(configs.loc[~on_model], latest))
+    table = pd.concat(parts).loc[configs.index]
+    frame = pd.concat([configs.drop(columns=["network"]), table], axis=1)
+    frame.attrs["set_columns"] = sorted(settings)
+    device_label = measured_gpu or f"CPU {latest.get('cpu_model') or ''}".strip()
+    measured = (f"batch {', '.join(map(str, measured_batches))} on {device_label}"
+                if measured_batches else device_label)
+    fitted = getattr(model, "fits_", {}).get(net)
+    return Prediction(
+        network=net, frame=frame,
+        cv_mape=float(fitted.cv_mape if fitted is not None else model.cv_mape_),
+        runs=len(runs), measured=measured, advice=list(model.advice_), notes=notes,
+    )

@@ -1,0 +1,204 @@
+"""``%predict_time`` and :func:`gpuperf_magics.predict.predict_time` on stores filled by real
+profiled CPU runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from IPython.core.error import UsageError
+from torch import nn
+
+import gpuperf_magics as gm
+from gpuperf_magics import predict
+from gpuperf_magics.model import TrainingTimeModel
+
+
+def profile_mlp(store, batch_sizes, name="mlp", steps=10, samples=256):
+    """Real training of a tiny MLP under the profiler at each batch size."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    for batch in batch_sizes:
+        data = torch.utils.data.TensorDataset(torch.randn(samples, 32),
+                                              torch.randint(0, 10, (samples,)))
+        loader = torch.utils.data.DataLoader(data, batch_size=batch)
+        with gm.profile_training(name=name, store=store):
+            for _ in range(max(1, steps * batch // samples + 1)):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss_fn(model(x), y).backward()
+                    opt.step()
+
+
+@pytest.fixture(scope="module")
+def filled(tmp_path_factory):
+    path = tmp_path_factory.mktemp("predict") / "runs.sqlite"
+    profile_mlp(path, [8, 16, 32, 64])
+    return path
+
+
+@pytest.fixture
+def store(filled, tmp_path):
+    """A private copy of the filled store (tests may write to it)."""
+    copy = tmp_path / "runs.sqlite"
+    gm.Store(filled).export(tmp_path / "runs.csv")
+    gm.Store(copy).import_table(tmp_path / "runs.csv")
+    return copy
+
+
+def test_default_table_covers_measured_and_neighbouring_batch_sizes(filled):
+    result = predict.predict_time(filled)
+    frame = result.frame
+    assert result.network == "mlp" and result.runs == 4
+    assert list(frame["batch_size"]) == [4, 8, 16, 32, 64, 128]
+    assert (frame["gpu"].isna()).all() and (frame["gpu_count"] == 0).all()
+    kinds = dict(zip(frame["batch_size"], frame["kind"], strict=True))
+    assert kinds[16] == "interpolation" and kinds[32] == "interpolation"
+    assert kinds[4] == "extrapolation" and kinds[128] == "extrapolation"
+    assert (frame["time_low_s"] <= frame["time_s"]).all()
+    assert (frame["time_s"] <= frame["time_high_s"]).all()
+    assert frame["time_s"].to_numpy() == pytest.approx(
+        (frame["per_iteration_s"] * frame["iterations"]).to_numpy(), rel=1e-9)
+    # 16× the batch costs more per iteration (never assert absolute or close timings).
+    per_it = dict(zip(frame["batch_size"], frame["per_iteration_s"], strict=True))
+    assert per_it[128] > per_it[8]
+    assert 0 < result.cv_mape < 1
+    text = str(result)
+    assert "mlp: fitted on 4 run(s)" in text and "interpolation" in text
+    html = result._repr_html_()
+    assert "<table" in html and "predicted time" in html
+
+
+def test_job_length_from_iterations_epochs_and_the_profiled_dataset(filled):
+    by_iterations = predict.predict_time(filled, batch_sizes=[32], iterations=5000).frame
+    assert int(by_iterations["iterations"].iloc[0]) == 5000
+    by_epochs = predict.predict_time(filled, batch_sizes=[32], epochs=3, samples=1000).frame
+    assert int(by_epochs["iterations"].iloc[0]) == 3 * 32  # ceil(1000 / 32) = 32 per epoch
+    from_loader = predict.predict_time(filled, batch_sizes=[32], epochs=2)
+    assert int(from_loader.frame["iterations"].iloc[0]) == 2 * 8  # 256 samples per epoch
+    assert any("256 samples per epoch" in n for n in from_loader.notes)
+    per_it = by_iterations["per_iteration_s"].iloc[0]
+    assert by_iterations["time_s"].iloc[0] == pytest.approx(per_it * 5000)
+
+
+def test_gpus_are_transfers_with_their_error(filled):
+    frame = predict.predict_time(filled, batch_sizes=[32], gpus=["T4", "a100 80gb"],
+                                 gpu_count=2).frame
+    gpus = list(frame["gpu"])
+    assert gpus[0] is None or pd.isna(gpus[0])
+    assert gpus[1:] == ["Tesla T4", "NVIDIA A100-SXM4-80GB"]
+    assert list(frame["kind"])[1:] == ["transfer", "transfer"]
+    assert (frame["expected_mape"].iloc[1:] > 0).all()
+    assert list(frame["gpu_count"])[1:] == [2, 2]
+
+
+def test_too_little_data_answers_with_advice(tmp_path):
+    path = tmp_path / "one.sqlite"
+    profile_mlp(path, [16], name="single")
+    result = predict.predict_time(path)
+    assert any("batch size" in a for a in result.advice)
+    assert (result.frame["time_s"] > 0).all()
+    assert "advice:" in str(result)
+
+
+def test_second_call_on_unchanged_store_does_not_refit(store, monkeypatch):
+    fits = []
+    original = TrainingTimeModel.fit
+
+    def counting_fit(self, x, y):
+        fits.append(len(x))
+        return original(self, x, y)
+
+    monkeypatch.setattr(TrainingTimeModel, "fit", counting_fit)
+    predict.predict_time(store)
+    predict.predict_time(store, batch_sizes=[8, 16])
+    assert fits == [4]
+    profile_mlp(store, [128])  # the store changes: the next call refits on 5 runs
+    predict.predict_time(store)
+    assert fits == [4, 5]
+
+
+def test_set_feature_from_imported_measurements(tmp_path):
+    path = tmp_path / "depth.sqlite"
+    rows = [{"network": "resnet", "batch_size": b, "depth": d, "time_s": 0.01 * b * d + 0.05,
+             "iterations": 1} for b in (16, 32, 64) for d in (1, 2, 3, 4)]
+    gm.Store(path).import_table(pd.DataFrame(rows))
+    frame = predict.predict_time(path, "resnet", batch_sizes=[32], settings={"depth": 6}).frame
+    assert frame["depth"].iloc[0] == 6
+    assert frame["kind"].iloc[0] == "extrapolation" and "depth" in frame["detail"].iloc[0]
+    with pytest.raises(predict.PredictionError, match="no feature 'width'.*depth"):
+        predict.predict_time(path, "resnet", settings={"width": 2})
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"network": "resnet"}, "known networks: 'mlp'"),
+        ({"gpus": ["Voodoo 5"]}, "Voodoo 5"),
+        ({"iterations": 10, "epochs": 2}, "either --iterations or --epochs"),
+        ({"iterations": 0}, "positive"),
+        ({"gpu_count": 2}, "--gpu-count needs a GPU"),
+        ({"batch_sizes": [0, 8]}, "positive"),
+    ],
+)
+def test_prediction_errors_say_what_to_do(filled, kwargs, message):
+    with pytest.raises(predict.PredictionError, match=message):
+        predict.predict_time(filled, **kwargs)
+
+
+def test_empty_store_says_to_profile_first(tmp_path):
+    with pytest.raises(predict.PredictionError, match="profile a training cell"):
+        predict.predict_time(tmp_path / "empty.sqlite")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("32,64, 128", [32, 64, 128]), (None, None)],
+)
+def test_parse_batch_sizes(text, expected):
+    assert predict.parse_batch_sizes(text) == expected
+
+
+def test_format_duration():
+    assert predict.format_duration(0.25) == "250 ms"
+    assert predict.format_duration(3725) == "1:02:05"
+    assert predict.format_duration(2 * 86400 + 61) == "2d 0:01:01"
+
+
+# ---------------------------------------------------------------------- the magic
+def test_magic_displays_table_and_flags(ip, filled, capsys):
+    ip.run_line_magic("predict_time", f"--store {filled}")
+    out = capsys.readouterr().out
+    assert "mlp: fitted on 4 run(s)" in out and "interpolation" in out
+    result = ip.run_line_magic(
+        "predict_time",
+        f'mlp --store {filled} --batch-size 16,48 --epochs 2 --samples 960 '
+        f'--gpu "T4,A100 80GB" --gpu-count 1 -q -o -v pred',
+    )
+    assert capsys.readouterr().out == ""
+    assert isinstance(result, predict.Prediction) and ip.user_ns["pred"] is result
+    assert list(result.frame["batch_size"]) == [16, 48] * 3
+    assert list(result.frame["iterations"])[:2] == [2 * 60, 2 * 20]
+    assert set(result.frame["kind"][2:]) == {"transfer"}
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("--batch-size 32,abc", "--batch-size expects integers"),
+        ("--set depth", "feature=number"),
+        ("nosuchnet", "known networks"),
+        ("--gpu 'Voodoo 5'", "Voodoo"),
+        ("-v 2x", "variable name"),
+    ],
+)
+def test_magic_usage_errors(ip, filled, line, message):
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("predict_time", f"--store {filled} {line}")
+
+
+def test_magic_help(ip):
+    doc = ip.find_line_magic("predict_time").__doc__
+    assert "Usage" in doc and "--batch-size" in doc and "--gpu" in doc
