@@ -128,7 +128,7 @@ def test_set_feature_from_imported_measurements(tmp_path):
     frame = predict.predict_time(path, "resnet", batch_sizes=[32], settings={"depth": 6}).frame
     assert frame["depth"].iloc[0] == 6
     assert frame["kind"].iloc[0] == "extrapolation" and "depth" in frame["detail"].iloc[0]
-    with pytest.raises(predict.PredictionError, match="no feature 'width'.*depth"):
+    with pytest.raises(predict.PredictionError, match=r"no feature 'width'.*depth"):
         predict.predict_time(path, "resnet", settings={"width": 2})
 
 
