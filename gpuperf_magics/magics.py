@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from gpuperf_magics.predict import Prediction
     from gpuperf_magics.run import Run
+    from gpuperf_magics.widgets import WhatIfPanel
 
 __all__ = ["GpuPerf", "load", "unload"]
 
@@ -182,18 +183,20 @@ class GpuPerf(Magics):
               help="Value of another feature, e.g. depth=50 (repeatable).")
     @argument("--store", metavar="PATH", help="Store to learn from (default as "
               "%%profile_training).")
+    @argument("-w", "--widget", action="store_true", help="Show the what-if panel: "
+              "controls for batch size, epochs, GPU and features, answered as you change them.")
     @argument("-q", "--quiet", action="store_true", help="Display nothing.")
     @argument("-o", "--output", action="store_true", help="Return the Prediction object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Prediction in variable VAR.")
     @line_magic
-    def predict_time(self, line: str) -> Prediction | None:
+    def predict_time(self, line: str) -> Prediction | WhatIfPanel | None:
         """Predict training time for other batch sizes, job lengths, GPUs or features.
 
         Usage::
 
             %predict_time [NAME] [--batch-size 32,64,128] [--iterations N | --epochs E
                           [--samples N]] [--gpu "A100 80GB,H100"] [--gpu-count N]
-                          [--set depth=50] [--store PATH] [-q] [-o] [-v VAR]
+                          [--set depth=50] [--store PATH] [-w] [-q] [-o] [-v VAR]
 
         Fits a regression model on the store's completed runs (cached; refitted only when
         the store changed) and shows, per configuration, the predicted total time (h:mm:ss),
@@ -207,6 +210,15 @@ class GpuPerf(Magics):
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
         try:
+            if args.widget:
+                from gpuperf_magics.widgets import what_if
+
+                panel = what_if(_strip_quotes(args.store) or self.store, _strip_quotes(args.name))
+                if not args.quiet:
+                    from IPython.display import display
+
+                    display(panel)
+                return panel if args.output else None
             result = predict.predict_time(
                 _strip_quotes(args.store) or self.store,
                 _strip_quotes(args.name),

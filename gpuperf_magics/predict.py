@@ -83,11 +83,13 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
 
 
 def format_duration(seconds: float) -> str:
-    """``h:mm:ss`` (days when needed); sub-second times in ms."""
+    """``h:mm:ss`` (days when needed); under a minute in s, under a second in ms."""
     if not math.isfinite(seconds):
         return "—"
     if seconds < 1:
         return f"{seconds * 1e3:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
     total = round(seconds)
     days, rest = divmod(total, 86400)
     hours, rest = divmod(rest, 3600)

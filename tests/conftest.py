@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import gpuperf_magics as gm
+
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -36,3 +38,30 @@ def ip():
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "gpuperf_magics")
     return shell
+
+
+def _profile_mlp(store, batch_sizes, name="mlp", steps=10, samples=256):
+    """Real training of a tiny MLP under the profiler at each batch size."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    for batch in batch_sizes:
+        data = torch.utils.data.TensorDataset(torch.randn(samples, 32),
+                                              torch.randint(0, 10, (samples,)))
+        loader = torch.utils.data.DataLoader(data, batch_size=batch)
+        with gm.profile_training(name=name, store=store):
+            for _ in range(max(1, steps * batch // samples + 1)):
+                for x, y in loader:
+                    opt.zero_grad()
+                    loss_fn(model(x), y).backward()
+                    opt.step()
+
+
+@pytest.fixture(scope="session")
+def profile_mlp():
+    """``profile_mlp(store, batch_sizes, name=...)``: real profiled CPU runs into a store."""
+    return _profile_mlp

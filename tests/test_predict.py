@@ -5,35 +5,15 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-import torch
 from IPython.core.error import UsageError
-from torch import nn
 
 import gpuperf_magics as gm
 from gpuperf_magics import predict
 from gpuperf_magics.model import TrainingTimeModel
 
 
-def profile_mlp(store, batch_sizes, name="mlp", steps=10, samples=256):
-    """Real training of a tiny MLP under the profiler at each batch size."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(32, 128), nn.ReLU(), nn.Linear(128, 10))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    loss_fn = nn.CrossEntropyLoss()
-    for batch in batch_sizes:
-        data = torch.utils.data.TensorDataset(torch.randn(samples, 32),
-                                              torch.randint(0, 10, (samples,)))
-        loader = torch.utils.data.DataLoader(data, batch_size=batch)
-        with gm.profile_training(name=name, store=store):
-            for _ in range(max(1, steps * batch // samples + 1)):
-                for x, y in loader:
-                    opt.zero_grad()
-                    loss_fn(model(x), y).backward()
-                    opt.step()
-
-
 @pytest.fixture(scope="module")
-def filled(tmp_path_factory):
+def filled(tmp_path_factory, profile_mlp):
     path = tmp_path_factory.mktemp("predict") / "runs.sqlite"
     profile_mlp(path, [8, 16, 32, 64])
     return path
@@ -94,7 +74,7 @@ def test_gpus_are_transfers_with_their_error(filled):
     assert list(frame["gpu_count"])[1:] == [2, 2]
 
 
-def test_too_little_data_answers_with_advice(tmp_path):
+def test_too_little_data_answers_with_advice(tmp_path, profile_mlp):
     path = tmp_path / "one.sqlite"
     profile_mlp(path, [16], name="single")
     result = predict.predict_time(path)
@@ -103,7 +83,7 @@ def test_too_little_data_answers_with_advice(tmp_path):
     assert "advice:" in str(result)
 
 
-def test_second_call_on_unchanged_store_does_not_refit(store, monkeypatch):
+def test_second_call_on_unchanged_store_does_not_refit(store, monkeypatch, profile_mlp):
     fits = []
     original = TrainingTimeModel.fit
 
@@ -163,6 +143,7 @@ def test_parse_batch_sizes(text, expected):
 
 def test_format_duration():
     assert predict.format_duration(0.25) == "250 ms"
+    assert predict.format_duration(12.34) == "12.3 s"
     assert predict.format_duration(3725) == "1:02:05"
     assert predict.format_duration(2 * 86400 + 61) == "2d 0:01:01"
 
