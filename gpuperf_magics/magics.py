@@ -72,7 +72,7 @@ class GpuPerf(Magics):
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
         if self not in shell.configurables:
-            shell.configurables.append(self)
+            shell.configurables.append(self)  # type: ignore[arg-type]  # any Configurable
 
     # ------------------------------------------------------------------ %%profile_training
     def _profile_options(self, line: str) -> _ProfileOptions:

@@ -293,8 +293,9 @@ def _iterations_for(
         return iterations
     if epochs is not None:
         if samples is None:
-            sizes = runs["dataset_size"].dropna() if "dataset_size" in runs else []
-            if len(sizes) == 0:
+            column = runs.get("dataset_size")
+            sizes = column.dropna() if column is not None else None
+            if sizes is None or sizes.empty:
                 raise PredictionError(
                     "--epochs needs the dataset size: give --samples N (samples per epoch); "
                     "the runs did not iterate a DataLoader with a sized dataset"

@@ -200,7 +200,7 @@ class Recorder:
             undo()
         self._restore.clear()
         with contextlib.suppress(ValueError):
-            warnings.filters.remove(self._warning_filter)
+            warnings.filters.remove(self._warning_filter)  # type: ignore[attr-defined]
             warnings._filters_mutated()  # type: ignore[attr-defined]
         if self.clock is not None:
             self.clock.finish()
@@ -224,7 +224,11 @@ class Recorder:
                 return _orig(scaler, *args, **kwargs)
 
             cls.update = update
-            self._restore.append(lambda c=cls, o=original: setattr(c, "update", o))
+
+            def restore(c: Any = cls, o: Any = original) -> None:
+                c.update = o
+
+            self._restore.append(restore)
 
     def _patch_dataloader(self) -> None:
         """Count passes over DataLoaders (epochs, dataset size): once per epoch, not per step."""
@@ -395,9 +399,7 @@ class Recorder:
             return
         self.events.append((BWD_START, self.clock.mark()))
         # Runs when the whole backward pass is done: the trick DDP and FSDP rely on.
-        torch.autograd.Variable._execution_engine.queue_callback(  # type: ignore[attr-defined]
-            self._bwd_end
-        )
+        torch.autograd.Variable._execution_engine.queue_callback(self._bwd_end)
 
     def _bwd_end(self) -> None:
         if self.clock is not None and self._active:

@@ -12,7 +12,7 @@ import os
 import statistics
 from collections import Counter
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from gpuperf_magics.run import IterationRecord, Run
 
@@ -144,7 +144,7 @@ class ProfileSession:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> bool:
+    ) -> Literal[False]:
         self.stop(exc)
         return False
 
