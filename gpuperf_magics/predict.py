@@ -15,6 +15,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics.run import format_seconds
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -98,14 +100,6 @@ def format_duration(seconds: float) -> str:
     return f"{days}d {text}" if days else text
 
 
-def _format_per_iteration(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
-
-
 @dataclass
 class Prediction:
     """Predicted training times for a set of configurations.
@@ -152,7 +146,7 @@ class Prediction:
                 "configuration": f"batch {int(r['batch_size'])} · {device}{extra}",
                 "iterations": f"{int(r['iterations']):,}",
                 "predicted time": format_duration(r["time_s"]),
-                "per iteration": _format_per_iteration(r["per_iteration_s"]),
+                "per iteration": format_seconds(r["per_iteration_s"]),
                 "interval": f"{format_duration(r['time_low_s'])} – "
                             f"{format_duration(r['time_high_s'])}",
                 "kind": kind,

@@ -63,7 +63,8 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _fmt_seconds(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
+    """A short duration with its unit: ``2.31 s``, ``38.2 ms``, ``740 µs``."""
     if seconds >= 1.0:
         return f"{seconds:.2f} s"
     if seconds >= 1e-3:
@@ -246,8 +247,8 @@ class Run:
         if self.median_s is not None:
             p90 = self.p90_s
             parts.append(
-                f"{_fmt_seconds(self.median_s)}/it median"
-                + (f" (p90 {_fmt_seconds(p90).split()[0]})" if p90 is not None else "")
+                f"{format_seconds(self.median_s)}/it median"
+                + (f" (p90 {format_seconds(p90).split()[0]})" if p90 is not None else "")
             )
         if self.batch_size:
             parts.append(f"batch {self.batch_size}")
@@ -283,8 +284,8 @@ class Run:
         if self.median_s is not None:
             rows.append((
                 "time / iteration",
-                f"median {_fmt_seconds(self.median_s)}, p90 {_fmt_seconds(self.p90_s or 0)}, "
-                f"mean {_fmt_seconds(self.mean_s or 0)}",
+                f"median {format_seconds(self.median_s)}, p90 {format_seconds(self.p90_s or 0)}, "
+                f"mean {format_seconds(self.mean_s or 0)}",
             ))
             rows.append(("steady time", f"{self.time_s:.3f} s over {len(self.steady)} it"))
         if self.batch_size:
@@ -292,7 +293,7 @@ class Run:
         if self.samples_per_s:
             rows.append(("throughput", f"{self.samples_per_s:,.1f} samples/s"))
         for name, value in self.phase_medians().items():
-            rows.append((f"phase {name}", _fmt_seconds(value)))
+            rows.append((f"phase {name}", format_seconds(value)))
         rows.append(("device", self._device_label()))
         arch = self.architecture
         if arch.get("arch_params") is not None:

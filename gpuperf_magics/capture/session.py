@@ -92,9 +92,37 @@ def _mode(values: list[int]) -> int | None:
 
 
 class ProfileSession:
-    """Context manager behind :func:`profile_training`; ``__enter__`` returns the :class:`Run`.
+    """Profile the training loop run inside a ``with`` block; the script twin of the magic.
 
-    The run is filled in when the block exits; exceptions are never swallowed.
+    Parameters
+    ----------
+    name : str, optional
+        Workload label; default: the model's class name.
+    store : str or path-like or Store, optional
+        Where to save the run; default: ``$GPUPERF_STORE`` or the per-user store.
+    warmup : int, optional
+        Leading iterations flagged warm-up; default: chosen from the timings (at least 1).
+    tags : dict, optional
+        Labels kept with the run.
+    epochs, total_iterations : optional
+        What the full job would be; kept with the run for predictions.
+    sync : bool
+        Synchronise the GPU at every iteration (exact wall time, loses CPU/GPU overlap).
+    phases : bool
+        Split each iteration into data/forward/loss/backward/optimizer (~30 µs/iteration).
+    save : bool
+        Write the run to the store (default True).
+
+    The ``with`` block's target is the :class:`~gpuperf_magics.run.Run`, filled in when the
+    block exits; exceptions are never swallowed (the partial run is kept with its status).
+
+    Examples
+    --------
+    >>> import gpuperf_magics as gm
+    >>> with gm.profile_training(name="mlp", store="runs.sqlite") as run:  # doctest: +SKIP
+    ...     for x, y in loader:
+    ...         opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
+    >>> print(run)  # doctest: +SKIP
     """
 
     def __init__(
@@ -308,53 +336,5 @@ def _no_iteration_reason(rec: Any, status: str) -> str:
     )
 
 
-def profile_training(
-    name: str | None = None,
-    store: Any = None,
-    *,
-    warmup: int | None = None,
-    tags: dict[str, str] | None = None,
-    epochs: float | None = None,
-    total_iterations: int | None = None,
-    sync: bool = False,
-    phases: bool = False,
-    save: bool = True,
-) -> ProfileSession:
-    """Profile the training loop run inside a ``with`` block; the script twin of the magic.
-
-    Parameters
-    ----------
-    name : str, optional
-        Workload label; default: the model's class name.
-    store : str or path-like or Store, optional
-        Where to save the run; default: ``$GPUPERF_STORE`` or the per-user store.
-    warmup : int, optional
-        Leading iterations flagged warm-up; default: chosen from the timings (at least 1).
-    tags : dict, optional
-        Labels kept with the run.
-    epochs, total_iterations : optional
-        What the full job would be; kept with the run for predictions.
-    sync : bool
-        Synchronise the GPU at every iteration (exact wall time, loses CPU/GPU overlap).
-    phases : bool
-        Split each iteration into data/forward/loss/backward/optimizer (~30 µs/iteration).
-    save : bool
-        Write the run to the store (default True).
-
-    Returns
-    -------
-    ProfileSession
-        Its ``__enter__`` returns the :class:`~gpuperf_magics.run.Run`, filled on exit.
-
-    Examples
-    --------
-    >>> import gpuperf_magics as gm
-    >>> with gm.profile_training(name="mlp", store="runs.sqlite") as run:  # doctest: +SKIP
-    ...     for x, y in loader:
-    ...         opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
-    >>> print(run)  # doctest: +SKIP
-    """
-    return ProfileSession(
-        name, store, warmup=warmup, tags=tags, epochs=epochs, total_iterations=total_iterations,
-        sync=sync, phases=phases, save=save,
-    )
+#: ``with profile_training(...) as run:`` — the script twin of ``%%profile_training``.
+profile_training = ProfileSession
