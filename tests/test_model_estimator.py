@@ -259,3 +259,53 @@ def test_interval_coverage_on_public_data() -> None:
     pred = model.predict_table(x[test])
     inside = (pred["time_low_s"] <= y[test]) & (y[test] <= pred["time_high_s"])
     assert inside.mean() >= 0.75  # nominal 0.9, judged loosely on one split
+
+
+def test_catalog_per_device_figures_win_over_board_figures() -> None:
+    pytest.importorskip("gpuperf_magics.hardware.catalog")
+    from gpuperf_magics.model.inputs import prepare
+
+    x = pd.DataFrame({"batch_size": [8, 16], "gpu": ["Tesla K80", "Tesla K80"],
+                      "gpu_fp32_tflops": [5.591, 5.591]})
+    default = prepare(x, prefer_catalog=True)
+    paper = prepare(x)
+    assert default.features["gpu_fp32_tflops"].iloc[0] == pytest.approx(4.37, rel=0.05)
+    assert paper.features["gpu_fp32_tflops"].iloc[0] == 5.591  # the paper's own feature
+    assert list(default.architecture) == ["Kepler", "Kepler"]
+
+
+def test_depth_extrapolation_follows_a_linear_depth_cost() -> None:
+    rows = []
+    for depth in range(1, 11):
+        for b in (32, 64, 128, 256):
+            per_it = 0.02 + 0.0004 * depth * b
+            rows.append({"network": "resnet", "depth": depth, "batch_size": b,
+                         "iterations": 100, "time_s": 5 + 100 * per_it})
+    frame = pd.DataFrame(rows)
+    train = frame["depth"] <= 6
+    model = TrainingTimeModel(public_data=False).fit(frame[train].drop(columns="time_s"),
+                                                     frame.loc[train, "time_s"])
+    table = model.predict_table(frame[~train].drop(columns="time_s"))
+    assert set(table["kind"]) == {"extrapolation"}
+    err = np.abs(table["time_s"].to_numpy() / frame.loc[~train, "time_s"].to_numpy() - 1)
+    assert err.mean() < 0.05
+
+
+def test_transfer_keeps_a_gpu_independent_floor() -> None:
+    # An input-bound job: a faster GPU shrinks only the small compute part.
+    gpus = ((1.2, 64.0), (4.4, 240.0), (4.8, 160.0), (11.3, 484.0))
+    rows = []
+    for tflops, bw in gpus:
+        for b in (16, 32, 64, 128):
+            per_it = 0.2 + b * 0.0005 / tflops
+            rows.append({"network": "net", "batch_size": b, "iterations": 100,
+                         "gpu_fp32_tflops": tflops, "gpu_bandwidth_gbs": bw,
+                         "time_s": 100 * per_it})
+    frame = pd.DataFrame(rows)
+    held = (frame["gpu_fp32_tflops"] == 11.3).to_numpy()
+    model = TrainingTimeModel(public_data=False).fit(frame[~held].drop(columns="time_s"),
+                                                     frame.loc[~held, "time_s"])
+    table = model.predict_table(frame[held].drop(columns="time_s"))
+    assert set(table["kind"]) == {"transfer"}
+    err = np.abs(table["time_s"].to_numpy() / frame.loc[held, "time_s"].to_numpy() - 1)
+    assert err.mean() < 0.10

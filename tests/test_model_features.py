@@ -40,3 +40,15 @@ def test_per_iteration_terms_drop_duplicates_when_iterations_are_one() -> None:
     terms, names = per_iteration_terms(values, ["a", "b"], np.ones(8))
     assert names[0] == "1" and "it" not in names
     assert terms.shape[1] == len(names)
+
+
+def test_physical_terms_split_floor_and_gpu_part() -> None:
+    from gpuperf_magics.model.features import physical_terms
+
+    values = np.array([[8.0], [16.0], [32.0]])
+    h = np.array([0.1, 0.2, 0.1])
+    its = np.array([10.0, 20.0, 40.0])
+    terms, names = physical_terms(values, ["batch_size"], its, h)
+    assert {"1", "it", "it*batch_size", "it*h", "it*batch_size*h"} <= set(names)
+    cols = {"batch_size": values[:, 0], "it": its, "h": h}
+    np.testing.assert_allclose(evaluate_terms(cols, names), terms)

@@ -1,8 +1,13 @@
 """The default model for one network: physical terms fitted for relative error, then anchored.
 
 1. Backbone: ``time = c0 + it * (c1 + sum_k c_k * t_k(x))`` with non-negative coefficients, the
-   terms ``t_k`` chosen by forward selection among the augmented features (raw, inverse,
-   pairwise products). Each term is a time that grows with the iteration count (per-iteration
+   terms ``t_k`` chosen by forward selection among the augmented non-hardware features (raw,
+   inverse, pairwise products), each with and without the hardware factor ``h = η_g × (1/peak +
+   ρ/bandwidth)`` (:func:`~.features.physical_terms`): a GPU-independent floor plus a compute
+   part that a faster GPU shrinks. ``η_g`` is a per-GPU efficiency fitted by alternating with
+   the coefficients (an unmeasured GPU takes its architecture's, else the typical one); columns
+   with one value per GPU (the machine's disk) are left out, as they alias the GPU.
+   Each term is a time that grows with the iteration count (per-iteration
    compute such as ``batch / peak FLOPS``, a per-iteration floor ``it``) or a set-up constant.
    Least squares weighted by ``1/y**2`` fits relative error, which is what MAPE measures and what
    a multiplicative quantity like training time needs; selection is scored by MAPE over folds
@@ -21,8 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.features import evaluate_terms, per_iteration_terms
+from gpuperf_magics.model.features import evaluate_terms, physical_terms
 from gpuperf_magics.model.selection import forward_select, solve_subset
+from gpuperf_magics.model.transfer import hardware_factor
 
 __all__ = ["AnchoredNetworkModel", "config_groups", "group_folds"]
 
@@ -60,9 +66,24 @@ class AnchoredNetworkModel:
     anchor: bool = True
     space: str = "log"
     seed: int = 0
+    hw_cols: tuple[str, ...] = ()
+    rho: float = 20.0
+    efficiency: bool = True
     terms: list[str] = field(default_factory=list)
 
-    def fit(self, features: pd.DataFrame, iterations: np.ndarray, y: np.ndarray) -> None:
+    def hardware(self, features: pd.DataFrame) -> np.ndarray:
+        """``h = 1/peak + ρ/bandwidth`` of each row (see :mod:`~.transfer`)."""
+        tflops = features[self.hw_cols[0]].to_numpy(dtype=float)
+        bw = features[self.hw_cols[1]].to_numpy(dtype=float) if len(self.hw_cols) > 1 else None
+        return hardware_factor(tflops, bw, self.rho)
+
+    def fit(
+        self,
+        features: pd.DataFrame,
+        iterations: np.ndarray,
+        y: np.ndarray,
+        arch: np.ndarray | None = None,
+    ) -> None:
         self.varying = [c for c in features.columns if np.ptp(features[c].to_numpy()) > 0]
         raw = features[self.varying].to_numpy(dtype=float)
         key = np.column_stack([raw, iterations])
@@ -73,36 +94,101 @@ class AnchoredNetworkModel:
             self._fit_log(features, iterations, y, groups)
             self._fit_anchor(features, iterations, y, groups)
             return
-        z, names = per_iteration_terms(raw, self.varying, iterations)
+        self._fit_linear(features, iterations, y, groups, arch)
+        self._fit_anchor(features, iterations, y, groups)
+
+    def _fit_linear(
+        self,
+        features: pd.DataFrame,
+        iterations: np.ndarray,
+        y: np.ndarray,
+        groups: np.ndarray,
+        arch: np.ndarray | None,
+    ) -> None:
+        self.hw_cols = tuple(c for c in self.hw_cols if c in features.columns)
+        self.uses_h = bool(self.hw_cols) and any(c in self.varying for c in self.hw_cols)
+        self.plain = [c for c in self.varying if c not in self.hw_cols]
+        self._gpus = np.empty((0, len(self.hw_cols)))
+        self._log_eta = np.zeros(0)
+        self._arch_log_eta: dict[str, float] = {}
+        gpu_id = np.zeros(len(y), dtype=int)
+        if self.uses_h:
+            # A column with one value per GPU (the disk of the machine that GPU sits in) cannot
+            # be told apart from the GPU: leave the difference to the GPU's figures, which say
+            # how a GPU never measured behaves; the column would only say it about this disk.
+            self.plain = [c for c in self.plain if not _function_of(features, c, self.hw_cols)]
+            self._gpus, gpu_id = np.unique(
+                features[list(self.hw_cols)].to_numpy(dtype=float), axis=0, return_inverse=True
+            )
+            gpu_id = gpu_id.reshape(-1)
+            self._log_eta = np.zeros(len(self._gpus))
+        plain = features[self.plain].to_numpy(dtype=float)
         w = 1.0 / y**2
-        if self.n_configs >= 4:
-            folds = group_folds(groups, min(5, self.n_configs), self.seed)
-            result = forward_select(
-                z,
-                y,
-                folds,
-                k_max=self.k_max,
-                alpha=1e-6,
-                penalise_scaled=True,
-                weights=w,
-                nonneg=True,
+        rounds = 2 if self.uses_h and len(self._gpus) >= 2 and self.efficiency else 1
+        for r in range(rounds):
+            h = self.hardware(features) * np.exp(self._log_eta[gpu_id]) if self.uses_h else None
+            z, names = physical_terms(plain, self.plain, iterations, h)
+            if self.n_configs >= 4:
+                folds = group_folds(groups, min(5, self.n_configs), self.seed)
+                result = forward_select(
+                    z, y, folds, k_max=self.k_max, alpha=1e-6, penalise_scaled=True,
+                    weights=w, nonneg=True, intercept=False,
+                )
+                chosen = list(result.terms)
+                self.cv_mape = result.cv_mape
+            else:
+                chosen = self._few_terms(names, iterations)
+            self.terms = [names[i] for i in chosen]
+            self.coef, _ = solve_subset(
+                z[:, chosen], y, alpha=1e-6, penalise_scaled=True, weights=w, nonneg=True,
                 intercept=False,
             )
-            chosen = list(result.terms)
-            self.cv_mape = result.cv_mape
-        else:
-            chosen = self._few_terms(names, iterations)
-        self.terms = [names[i] for i in chosen]
-        self.coef, _ = solve_subset(
-            z[:, chosen], y, alpha=1e-6, penalise_scaled=True, weights=w, nonneg=True,
-            intercept=False,
-        )
-        self._fit_anchor(features, iterations, y, groups)
+            if r == rounds - 1:
+                break
+            # Per-GPU efficiency: the factor on the compute part that best fits each GPU's rows
+            # (spec sheets do not tell an old architecture's or a throttled GPU's efficiency).
+            gpu_part = np.array(["*h" in t or t == "it*h" for t in self.terms])
+            parts = z[:, chosen] * self.coef
+            compute = parts[:, gpu_part].sum(axis=1)
+            floor = parts[:, ~gpu_part].sum(axis=1)
+            if not np.any(compute > 0):
+                break
+            for g in range(len(self._gpus)):
+                rows = gpu_id == g
+                den = float(np.sum(w[rows] * compute[rows] ** 2))
+                if den > 0:
+                    num = float(np.sum(w[rows] * compute[rows] * (y[rows] - floor[rows])))
+                    ratio = np.clip(num / den, 0.1, 10.0) if num > 0 else 0.1
+                    self._log_eta[g] += np.log(ratio)
+            # Only ratios between GPUs are identified: centre so an unknown GPU gets the
+            # typical efficiency of the measured ones.
+            self._log_eta -= self._log_eta.mean()
+        if arch is not None and self.uses_h:
+            by_arch: dict[str, list[float]] = {}
+            for g in range(len(self._gpus)):
+                for a in {str(a) for a in arch[gpu_id == g] if isinstance(a, str) and a}:
+                    by_arch.setdefault(a, []).append(float(self._log_eta[g]))
+            self._arch_log_eta = {a: float(np.mean(v)) for a, v in by_arch.items()}
+
+    def log_efficiency(self, features: pd.DataFrame, arch: np.ndarray | None = None) -> np.ndarray:
+        """Log efficiency factor per row: the measured GPU's, else its architecture's, else 0."""
+        out = np.zeros(len(features))
+        if not self.uses_h or not len(self._gpus):
+            return out
+        hw = features[list(self.hw_cols)].to_numpy(dtype=float)
+        same = np.isclose(hw[:, None, :], self._gpus[None, :, :], rtol=1e-6).all(-1)
+        for i in range(len(features)):
+            hit = np.flatnonzero(same[i])
+            if len(hit):
+                out[i] = self._log_eta[hit[0]]
+            elif arch is not None and isinstance(arch[i], str) and arch[i] in self._arch_log_eta:
+                out[i] = self._arch_log_eta[arch[i]]
+        return out
 
     def _few_terms(self, names: list[str], iterations: np.ndarray) -> list[int]:
         """Terms for fewer than 4 configurations: proportional or a line, nothing fancier."""
         wanted = ["it"]
-        if "batch_size" in self.varying:
+        if "batch_size" in self.plain:
             wanted.append("it*batch_size")
         elif "it" not in names:
             wanted = ["1"]
@@ -153,12 +239,16 @@ class AnchoredNetworkModel:
         else:
             self.coef, self._icpt = np.zeros(0), float(np.mean(ly))
 
-    def backbone(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+    def backbone(
+        self, features: pd.DataFrame, iterations: np.ndarray, arch: np.ndarray | None = None
+    ) -> np.ndarray:
         if self.space == "log":
             z, _ = self._log_terms(features, iterations)
             return np.exp(np.clip(z[:, self._log_chosen] @ self.coef + self._icpt, -700, 700))
-        cols = {c: features[c].to_numpy(dtype=float) for c in self.varying}
+        cols = {c: features[c].to_numpy(dtype=float) for c in self.plain}
         cols["it"] = np.asarray(iterations, dtype=float)
+        if self.uses_h:
+            cols["h"] = self.hardware(features) * np.exp(self.log_efficiency(features, arch))
         pred = evaluate_terms(cols, self.terms) @ self.coef
         # A backbone that collapses to 0 (all coefficients clipped) must not divide by zero.
         return np.maximum(pred, 1e-12)
@@ -213,6 +303,11 @@ class AnchoredNetworkModel:
     def predict(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
         base = self.backbone(features, iterations)
         return base * np.exp(self.correction(features, iterations))
+
+
+def _function_of(features: pd.DataFrame, col: str, keys: tuple[str, ...]) -> bool:
+    """True when ``col`` takes a single value within every group of equal ``keys``."""
+    return bool((features.groupby(list(keys))[col].nunique() <= 1).all())
 
 
 def _sqdist(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["augment", "evaluate_terms", "per_iteration_terms"]
+__all__ = ["augment", "evaluate_terms", "per_iteration_terms", "physical_terms"]
 
 
 def augment(
@@ -97,6 +97,55 @@ def per_iteration_terms(
     for j, name in enumerate(aug_names):
         cols.append(iterations * aug[:, j])
         labels.append(f"it*{name}")
+    terms = np.column_stack(cols)
+    keep = _distinct_columns(terms)
+    return terms[:, keep], [labels[j] for j in keep]
+
+
+def physical_terms(
+    values: np.ndarray,
+    names: Sequence[str],
+    iterations: np.ndarray,
+    hardware: np.ndarray | None,
+) -> tuple[np.ndarray, list[str]]:
+    """Per-iteration terms split into a GPU-independent part and a part that scales with the GPU.
+
+    ``1``, ``it``, ``it * t`` for every augmented term ``t`` of the non-hardware features, and,
+    when ``hardware`` is given, ``it * h`` and ``it * t * h`` with ``h = 1/peak + ρ/bandwidth``
+    (the seconds one unit of work takes on that GPU). A model of these terms splits each
+    iteration into a floor (input pipeline, launches, CPU) that no GPU speeds up and a compute
+    part that a faster GPU shrinks, which is what moving to another GPU needs.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n_samples, n_features)
+        Non-hardware features (batch size, GPU count ...).
+    names : sequence of str
+        Their names.
+    iterations : ndarray of shape (n_samples,)
+        Iterations each time covers.
+    hardware : ndarray of shape (n_samples,) or None
+        The hardware factor ``h`` of each row (named ``"h"`` in the term names).
+
+    Returns
+    -------
+    terms, term_names
+        Duplicate columns removed, keeping the first (GPU-independent terms come first).
+    """
+    iterations = np.asarray(iterations, dtype=float)
+    aug, aug_names = augment(values, names) if len(names) else (np.empty((len(iterations), 0)), [])
+    cols = [np.ones_like(iterations), iterations]
+    labels = ["1", "it"]
+    for j, name in enumerate(aug_names):
+        cols.append(iterations * aug[:, j])
+        labels.append(f"it*{name}")
+    if hardware is not None:
+        h = np.asarray(hardware, dtype=float)
+        cols.append(iterations * h)
+        labels.append("it*h")
+        for j, name in enumerate(aug_names):
+            cols.append(iterations * aug[:, j] * h)
+            labels.append(f"it*{name}*h")
     terms = np.column_stack(cols)
     keep = _distinct_columns(terms)
     return terms[:, keep], [labels[j] for j in keep]

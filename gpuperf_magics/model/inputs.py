@@ -6,7 +6,11 @@ What counts as a feature
   the count the time covers; ``gpu`` (str) is resolved through the hardware catalog.
 - Hardware: of the ``gpu_*`` columns only the peak FP32 rate ``gpu_fp32_tflops`` and the memory
   bandwidth ``gpu_bandwidth_gbs`` are used (the others are functions of the same GPU and would
-  only multiply the candidate terms). Given directly, they win over the catalog.
+  only multiply the candidate terms). Given directly, they win over the catalog, unless
+  ``prefer_catalog`` is set, the ``gpu`` name resolves and the given figure differs from the
+  catalog's by more than :data:`CATALOG_TOLERANCE`: then the catalog's per-device figure wins.
+  (Published tables quote whole dual-GPU boards at base clock, e.g. the Tesla K80's 5.6 TFLOPS,
+  while one CUDA device is one die; measured times follow the per-device figure.)
 - Every other numeric or boolean column is a feature (``batch_size``, ``gpu_count``, ``depth``,
   ``arch_*``, image size ...), except columns that restate the target (names ending in ``_s``
   such as ``it_median_s``, ``samples_per_s``), bookkeeping (:data:`IGNORED`) and those listed
@@ -21,7 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-__all__ = ["HARDWARE", "IGNORED", "Prepared", "check_target", "prepare"]
+__all__ = ["CATALOG_TOLERANCE", "HARDWARE", "IGNORED", "Prepared", "check_target", "prepare"]
+
+#: Relative disagreement between a given hardware figure and the catalog's beyond which the
+#: catalog's per-device figure is used (with ``prefer_catalog``). Small on purpose: ratios
+#: between GPUs are what a model learns, and they need figures from one consistent source (per
+#: device, boost clock) more than either source's absolute accuracy.
+CATALOG_TOLERANCE = 0.1
 
 #: Hardware columns the model uses, in this order.
 HARDWARE = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
@@ -68,12 +78,17 @@ class Prepared:
     network : ndarray of str or None
     hardware_label : ndarray of str
         The GPU each row ran on, for messages ("Tesla T4", "7.4 TFLOPS", "CPU").
+    architecture : ndarray of object
+        The GPU architecture of each row ("Pascal"), from ``gpu_architecture`` or the catalog;
+        None where unknown. Not a feature: it says which measured GPUs' efficiency an unmeasured
+        GPU of the same architecture shares.
     """
 
     features: pd.DataFrame
     iterations: np.ndarray
     network: np.ndarray | None
     hardware_label: np.ndarray
+    architecture: np.ndarray | None = None
 
 
 def _as_frame(x: object) -> pd.DataFrame:
@@ -119,28 +134,52 @@ def _is_feature_column(frame: pd.DataFrame, col: str, ignore: Sequence[str]) -> 
     return bool(pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype))
 
 
-def _resolve_hardware(frame: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """Hardware columns per row, from the table or the catalog; plus a label per row."""
+def _resolve_hardware(
+    frame: pd.DataFrame, prefer_catalog: bool = False
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Hardware columns per row, from the table or the catalog; a label and architecture."""
     n = len(frame)
+    arch = (
+        frame["gpu_architecture"].astype(object).to_numpy().copy()
+        if "gpu_architecture" in frame.columns
+        else np.full(n, None, dtype=object)
+    )
     hw = pd.DataFrame(index=frame.index)
     for col in HARDWARE:
         hw[col] = _numeric(frame, col) if col in frame.columns else np.nan
     names = frame["gpu"] if "gpu" in frame.columns else pd.Series([None] * n, index=frame.index)
     named = names.map(lambda v: isinstance(v, str) and v.strip() != "")
     labels = np.where(named, names.astype(object), "CPU").astype(object)
-    need = named & hw[list(HARDWARE)].isna().any(axis=1)
+    need = named & (hw[list(HARDWARE)].isna().any(axis=1) | prefer_catalog)
+    if prefer_catalog:
+        need = named  # the architecture is wanted even when every figure was given
     if need.any():
         for name in pd.unique(names[need]):
-            specs = _catalog_lookup(str(name))
+            if prefer_catalog and not hw[list(HARDWARE)][need & (names == name)].isna().any(
+                axis=None
+            ):
+                specs = _catalog_lookup_quiet(str(name))
+            else:
+                specs = _catalog_lookup(str(name))
             rows = need & (names == name)
+            if specs.get("gpu_architecture"):
+                fill = rows.to_numpy() & np.array([not isinstance(a, str) for a in arch])
+                arch[fill] = specs["gpu_architecture"]
             for col in HARDWARE:
                 value = specs.get(col)
-                if value is not None and np.isfinite(value):
-                    hw.loc[rows & hw[col].isna(), col] = float(value)
+                if value is None or not np.isfinite(value):
+                    continue
+                replace = hw[col].isna()
+                if prefer_catalog:
+                    given = hw[col].to_numpy(dtype=float)
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        off = np.abs(given / float(value) - 1) > CATALOG_TOLERANCE
+                    replace = replace | pd.Series(off, index=hw.index)
+                hw.loc[rows & replace, col] = float(value)
     given = ~named & hw["gpu_fp32_tflops"].notna()
     for i in np.flatnonzero(given.to_numpy()):
         labels[i] = f"{hw['gpu_fp32_tflops'].iloc[i]:g} TFLOPS GPU"
-    return hw, labels
+    return hw, labels, arch
 
 
 def _catalog_lookup(name: str) -> dict:
@@ -154,7 +193,15 @@ def _catalog_lookup(name: str) -> dict:
     return dict(catalog.lookup(name))
 
 
-def prepare(x: object, ignore: Sequence[str] = ()) -> Prepared:
+def _catalog_lookup_quiet(name: str) -> dict:
+    """The catalog's figures, or none when the name does not resolve (figures were given)."""
+    try:
+        return _catalog_lookup(name)
+    except (ValueError, KeyError, LookupError):
+        return {}
+
+
+def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False) -> Prepared:
     """Validate a table and return its numeric features.
 
     Parameters
@@ -163,6 +210,9 @@ def prepare(x: object, ignore: Sequence[str] = ()) -> Prepared:
         The canonical table (extra columns are ignored) or a plain feature array.
     ignore : sequence of str, default ()
         Further columns not to use as features.
+    prefer_catalog : bool, default False
+        Use the catalog's per-device figures where a given ``gpu_*`` figure of a resolvable
+        ``gpu`` name differs from them by more than :data:`CATALOG_TOLERANCE`.
 
     Raises
     ------
@@ -185,7 +235,7 @@ def prepare(x: object, ignore: Sequence[str] = ()) -> Prepared:
     iterations = (
         _numeric(frame, "iterations") if "iterations" in frame.columns else np.ones(len(frame))
     )
-    hw, labels = _resolve_hardware(frame)
+    hw, labels, arch = _resolve_hardware(frame, prefer_catalog)
     columns: dict[str, np.ndarray] = {}
     for col in frame.columns:
         if _is_feature_column(frame, str(col), ignore) and col not in HARDWARE:
@@ -214,7 +264,7 @@ def prepare(x: object, ignore: Sequence[str] = ()) -> Prepared:
             raise ValueError(f"column {col!r} must be positive; found {values.min():g}")
         if col == "gpu_count" and np.any(values < 0):
             raise ValueError(f"column 'gpu_count' must be >= 0; found {values.min():g}")
-    return Prepared(features, iterations, network, labels)
+    return Prepared(features, iterations, network, labels, arch)
 
 
 def check_target(y: object, n: int) -> np.ndarray:
