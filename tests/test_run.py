@@ -1,0 +1,58 @@
+"""The Run result object: statistics, the one-line summary, HTML and the canonical record."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuperf_magics.run import IterationRecord, Run, format_seconds
+
+
+def make_run(durations, warmup=1, **kwargs) -> Run:
+    its = [IterationRecord(i, d, samples=32, warmup=i < warmup) for i, d in enumerate(durations)]
+    return Run(network="net", iterations=its, batch_size=32,
+               hardware={"cpu_model": "AMD EPYC"}, quality={"torch_threads": 1}, **kwargs)
+
+
+def test_statistics_leave_out_warmup():
+    run = make_run([1.0, 0.1, 0.2, 0.3, 0.4])
+    assert run.warmup_iterations == 1
+    assert run.time_s == pytest.approx(1.0)
+    assert run.median_s == pytest.approx(0.25)
+    assert run.p90_s == pytest.approx(0.37)
+    assert run.samples_per_s == pytest.approx(128 / 1.0)
+    record = run.to_record()
+    assert record["iterations"] == 4 and record["time_s"] == pytest.approx(1.0)
+    assert record["recorded_iterations"] == 5
+
+
+def test_all_warmup_falls_back_to_every_iteration():
+    run = make_run([0.5, 0.7], warmup=5)
+    assert len(run.steady) == 2 and run.time_s == pytest.approx(1.2)
+
+
+def test_summary_line_and_html():
+    run = make_run([1.0] + [0.0382] * 9, run_id=17)
+    line = run.summary_line()
+    assert line.startswith("profile_training: net · 10 it · 38.2 ms/it median")
+    assert "batch 32" in line and "1 warm-up it" in line
+    assert "CPU AMD EPYC (1 thread)" in line and line.endswith("run 17")
+    html = run._repr_html_()
+    assert html.startswith("<table") and "38.2 ms" in html
+
+
+def test_failed_and_empty_runs_say_so():
+    failed = make_run([0.1, 0.1], status="failed", error="ValueError: boom")
+    assert "[failed]" in failed.summary_line()
+    empty = Run(network="x", notes=["no training iteration detected: ..."])
+    assert empty.summary_line() == "profile_training: no training iteration detected: ..."
+
+
+def test_html_escapes_user_text():
+    run = make_run([0.1, 0.1], tags={"note": "<script>"})
+    assert "<script>" not in run._repr_html_()
+
+
+@pytest.mark.parametrize("seconds, text", [(2.314, "2.31 s"), (0.0382, "38.2 ms"),
+                                           (0.00074, "740 µs")])
+def test_format_seconds(seconds, text):
+    assert format_seconds(seconds) == text
