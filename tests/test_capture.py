@@ -445,3 +445,22 @@ def test_compiled_optimizer_step_is_seen_without_warnings():
                 step()
     assert len(run.iterations) == 5
     assert run.batch_size == 8
+
+
+def test_distributed_data_parallel_wrapper(tmp_path):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0,
+                            world_size=1)
+    try:
+        model = nn.parallel.DistributedDataParallel(mlp())
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with gm.profile_training(save=False) as run:
+            train(model, opt, steps=6)
+    finally:
+        dist.destroy_process_group()
+    assert len(run.iterations) == 6
+    assert run.batch_size == 16
+    assert run.network == "Sequential"
+    assert run.architecture["arch_params"] == sum(p.numel() for p in model.module.parameters())
+    assert_no_hooks_left(model)
