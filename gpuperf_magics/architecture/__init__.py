@@ -1,0 +1,37 @@
+"""Architecture features of a PyTorch model: size, layer counts, depth and FLOPs per sample.
+
+:func:`describe` looks at a model once, off the timed path, and returns an
+:class:`Architecture` whose :meth:`Architecture.as_features` gives the ``arch_*`` columns of the
+canonical table. FLOPs come from :class:`torch.utils.flop_counter.FlopCounterMode`, which counts
+matrix-multiply, convolution and attention ops (1 multiply-add = 2 FLOPs) and ignores
+element-wise work such as activations and normalisation.
+
+The FLOP count tries three ways to run the model's forward and backward pass, cheapest first:
+
+``meta``
+    parameters, buffers and inputs replaced by shape-only tensors on the ``meta`` device
+    (no memory, no arithmetic; the full batch costs the same as one sample);
+``fake``
+    ``FakeTensorMode``: like meta, but also tolerates tensors the forward creates itself;
+``real``
+    a real run of a deep copy on the model's device, on the first two rows of the batch,
+    with the fused mkldnn/cudnn RNN kernels and (on CPU) fused attention switched off so that
+    every matrix multiply is visible to the counter.
+
+Meta and fake fail on data-dependent code (``.item()``, boolean masks, ``nonzero``); the real
+run handles those. None of the three touches the user's model: its parameters, buffers,
+gradients, hooks, training/eval flags and the random number generators are as before.
+
+The package: :mod:`.result` (:class:`Architecture`, :data:`FEATURE_KEYS`, :data:`METHODS`),
+:mod:`.summary` (:func:`describe` and its cache), :mod:`.unwrap` (``torch.compile`` and
+DataParallel wrappers), :mod:`.figures` (parameter and layer counts, input shape, dtype,
+channels-last), :mod:`.tracing` (FLOPs via meta/fake/real runs, isolation) and
+:mod:`.depth` (weighted depth of the autograd graph).
+"""
+
+from __future__ import annotations
+
+from gpuperf_magics.architecture.result import FEATURE_KEYS, METHODS, Architecture
+from gpuperf_magics.architecture.summary import clear_cache, describe
+
+__all__ = ["FEATURE_KEYS", "METHODS", "Architecture", "clear_cache", "describe"]
