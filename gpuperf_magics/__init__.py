@@ -7,6 +7,7 @@ the magics do is reachable from Python without IPython::
     with gm.profile_training(name="resnet18", store="runs.sqlite") as run:
         train()                      # unchanged training loop
     gm.Store("runs.sqlite").runs()   # one row per profiled configuration
+    gm.predict_time("runs.sqlite", batch_sizes=[64, 256], epochs=90, gpus=["A100 80GB"])
 
 Importing this package is cheap: torch, IPython, pandas and scikit-learn are imported only
 when a name that needs them is first used.
@@ -27,8 +28,10 @@ __all__ = [
     "evaluate",
     "gpus",
     "load_ipython_extension",
+    "predict_time",
     "profile_training",
     "unload_ipython_extension",
+    "what_if",
 ]
 
 # name -> module that defines it; resolved on first access (PEP 562).
@@ -39,6 +42,8 @@ _LAZY = {
     "TrainingTimeModel": "gpuperf_magics.model",
     "evaluate": "gpuperf_magics.model",
     "gpus": "gpuperf_magics.hardware.catalog",
+    "predict_time": "gpuperf_magics.predict",
+    "what_if": "gpuperf_magics.widgets",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,8 +52,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.capture import profile_training
     from gpuperf_magics.hardware.catalog import gpus
     from gpuperf_magics.model import TrainingTimeModel, evaluate
+    from gpuperf_magics.predict import predict_time
     from gpuperf_magics.run import Run
     from gpuperf_magics.store import Store
+    from gpuperf_magics.widgets import what_if
 
 
 def __getattr__(name: str) -> Any:
