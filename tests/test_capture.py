@@ -464,3 +464,43 @@ def test_distributed_data_parallel_wrapper(tmp_path):
     assert run.network == "Sequential"
     assert run.architecture["arch_params"] == sum(p.numel() for p in model.module.parameters())
     assert_no_hooks_left(model)
+
+
+class WallClockCuda(FakeCuda):
+    """A fake device whose timeline is the host's clock and whose events finish at once."""
+
+    @property
+    def now(self) -> float:
+        import time
+
+        return time.perf_counter() * 1e3
+
+    @now.setter
+    def now(self, value: float) -> None:
+        pass
+
+    @property
+    def done(self) -> float:
+        return float("inf")
+
+    @done.setter
+    def done(self, value: float) -> None:
+        pass
+
+
+def test_session_on_the_cuda_event_path(monkeypatch):
+    """The recorder and session with CUDA event timing (the GPU seam faked)."""
+    from gpuperf_magics.capture import recorder as recorder_mod
+
+    cuda = WallClockCuda()
+    monkeypatch.setattr(recorder_mod, "make_clock", lambda device, sync: CudaEventClock(cuda))
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False, phases=True) as run:
+        train(model, opt, steps=8)
+    assert run.quality["timing_method"] == "cuda_events"
+    assert cuda.syncs == 2  # once at the start, once at the end: none per iteration
+    assert len(run.iterations) == 8
+    assert all(it.duration_s > 0 for it in run.iterations)
+    for it in run.iterations[1:]:
+        assert sum(it.phases.values()) == pytest.approx(it.duration_s, rel=1e-6)
