@@ -32,6 +32,7 @@ __all__ = [
     "parse_settings",
     "per_iteration_table",
     "predict_time",
+    "steady_state",
 ]
 
 #: Columns of a store's runs that the predictor uses besides the user's own features.
@@ -192,13 +193,26 @@ def _feature_columns(runs: pd.DataFrame) -> list[str]:
     return [*BASE_FEATURES, *features]
 
 
-def per_iteration_table(runs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, Any]:
-    """``X, y`` of one iteration per run: what the store's models learn.
+def steady_state(runs: pd.DataFrame) -> bool:
+    """Whether every run's time covers steady iterations only (no set-up to amortise).
 
-    Profiled times cover steady iterations only (no set-up), so the time of a job is the time
-    of one iteration × its iterations, and a longer job is no extrapolation.
+    True for profiled runs (warm-up is left out of ``time_s``) and for per-step imports
+    (``iterations`` = 1). Imported whole-run times with varying iteration counts (set-up
+    included, as in the paper's data) are not: the model then learns the set-up too.
     """
-    return runs[columns].assign(iterations=1), runs["time_s"] / runs["iterations"]
+    return bool(((runs["source"] == "profile") | (runs["iterations"] == 1)).all())
+
+
+def per_iteration_table(runs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, Any]:
+    """``X, y`` the store's model learns from.
+
+    Steady-state runs (see :func:`steady_state`) become one iteration each, so the time of a
+    job is the time of one iteration × its iterations and a longer job is no extrapolation;
+    whole-run times are kept as they are.
+    """
+    if steady_state(runs):
+        return runs[columns].assign(iterations=1), runs["time_s"] / runs["iterations"]
+    return runs[columns], runs["time_s"]
 
 
 def fit_store(store: Any = None) -> tuple[TrainingTimeModel, pd.DataFrame]:
@@ -236,6 +250,7 @@ def fit_store(store: Any = None) -> tuple[TrainingTimeModel, pd.DataFrame]:
     except ValueError as exc:
         raise PredictionError(f"cannot fit a model on {st.path}: {exc}") from exc
     model.store_features_ = columns
+    model.steady_state_ = steady_state(runs)
     with _LOCK:
         _CACHE[key] = (revision, model, runs)
     return model, runs
@@ -443,11 +458,14 @@ def predict_time(
     if on_model.any():
         asked = configs.loc[on_model, model.store_features_]
         try:
-            one = model.predict_table(asked.assign(iterations=1), coverage=coverage)
+            if model.steady_state_:
+                one = model.predict_table(asked.assign(iterations=1), coverage=coverage)
+                for col in ("time_s", "time_low_s", "time_high_s"):
+                    one[col] = one[col] * asked["iterations"]
+            else:
+                one = model.predict_table(asked, coverage=coverage)
         except ValueError as exc:
             raise PredictionError(str(exc)) from exc
-        for col in ("time_s", "time_low_s", "time_high_s"):
-            one[col] = one[col] * asked["iterations"]
         parts.append(one)
     if (~on_model).any():
         parts.append(_from_cpu(configs.loc[~on_model], latest))

@@ -183,3 +183,15 @@ def test_magic_usage_errors(ip, filled, line, message):
 def test_magic_help(ip):
     doc = ip.find_line_magic("predict_time").__doc__
     assert "Usage" in doc and "--batch-size" in doc and "--gpu" in doc
+
+
+def test_whole_run_imports_keep_their_setup_time(tmp_path):
+    """Imported whole-run times (set-up + iterations, as the paper's data) are not divided."""
+    path = tmp_path / "whole.sqlite"
+    rows = [{"network": "net", "batch_size": b, "iterations": n, "time_s": 30 + n * 0.001 * b}
+            for b in (16, 32, 64, 128) for n in (500, 1000, 2000)]
+    gm.Store(path).import_table(pd.DataFrame(rows))
+    assert not predict.steady_state(gm.Store(path).runs())
+    frame = predict.predict_time(path, batch_sizes=[32, 64], iterations=1000).frame
+    expected = [30 + 1000 * 0.032, 30 + 1000 * 0.064]
+    assert frame["time_s"].to_numpy() == pytest.approx(expected, rel=0.1)
