@@ -52,3 +52,17 @@ def test_physical_terms_split_floor_and_gpu_part() -> None:
     assert {"1", "it", "it*batch_size", "it*h", "it*batch_size*h"} <= set(names)
     cols = {"batch_size": values[:, 0], "it": its, "h": h}
     np.testing.assert_allclose(evaluate_terms(cols, names), terms)
+
+
+def test_physical_terms_offer_extra_columns_as_gpu_independent_terms() -> None:
+    from gpuperf_magics.model.features import physical_terms
+
+    values = np.array([[1.0, 8.0], [2.0, 8.0], [4.0, 16.0]])
+    sync = 1 - 1 / values[:, 0]
+    its = np.array([10.0, 20.0, 40.0])
+    h = np.array([0.1, 0.2, 0.3])
+    terms, names = physical_terms(values, ["gpu_count", "batch_size"], its, h,
+                                  {"gpu_sync": sync})
+    assert "it*gpu_sync" in names
+    assert not any("gpu_sync" in n and "h" in n.split("*") for n in names)  # never × h
+    np.testing.assert_allclose(terms[:, names.index("it*gpu_sync")], its * sync)

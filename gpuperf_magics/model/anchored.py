@@ -6,7 +6,11 @@
    ρ/bandwidth)`` (:func:`~.features.physical_terms`): a GPU-independent floor plus a compute
    part that a faster GPU shrinks. ``η_g`` is a per-GPU efficiency fitted by alternating with
    the coefficients (an unmeasured GPU takes its architecture's, else the typical one); columns
-   with one value per GPU (the machine's disk) are left out, as they alias the GPU.
+   with one value per GPU (the machine's disk) are left out, as they alias the GPU. With
+   several GPU counts, ``it × (1 − 1/gpu_count)`` (the share of the gradients data-parallel
+   training exchanges per step) is a further GPU-independent candidate: communication over the
+   host's PCIe links does not shrink on a faster GPU, which is why two GPUs can be slower than
+   one on a fast GPU (lattuada2022 resnet50_pt on the GTX 1080 Ti).
    Each term is a time that grows with the iteration count (per-iteration
    compute such as ``batch / peak FLOPS``, a per-iteration floor ``it``) or a set-up constant.
    Least squares weighted by ``1/y**2`` fits relative error, which is what MAPE measures and what
@@ -69,6 +73,7 @@ class AnchoredNetworkModel:
     hw_cols: tuple[str, ...] = ()
     rho: float = 20.0
     efficiency: bool = True
+    sync: bool = True
     terms: list[str] = field(default_factory=list)
 
     def hardware(self, features: pd.DataFrame) -> np.ndarray:
@@ -127,7 +132,7 @@ class AnchoredNetworkModel:
         rounds = 2 if self.uses_h and len(self._gpus) >= 2 and self.efficiency else 1
         for r in range(rounds):
             h = self.hardware(features) * np.exp(self._log_eta[gpu_id]) if self.uses_h else None
-            z, names = physical_terms(plain, self.plain, iterations, h)
+            z, names = physical_terms(plain, self.plain, iterations, h, self._extra(features))
             if self.n_configs >= 4:
                 folds = group_folds(groups, min(5, self.n_configs), self.seed)
                 result = forward_select(
@@ -169,6 +174,13 @@ class AnchoredNetworkModel:
                 for a in {str(a) for a in arch[gpu_id == g] if isinstance(a, str) and a}:
                     by_arch.setdefault(a, []).append(float(self._log_eta[g]))
             self._arch_log_eta = {a: float(np.mean(v)) for a, v in by_arch.items()}
+
+    def _extra(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
+        """GPU-independent extra columns: ``gpu_sync = 1 - 1/gpu_count`` (see :attr:`sync`)."""
+        if not self.sync or "gpu_count" not in self.plain:
+            return {}
+        g = np.maximum(features["gpu_count"].to_numpy(dtype=float), 1.0)
+        return {"gpu_sync": 1.0 - 1.0 / g}
 
     def log_efficiency(self, features: pd.DataFrame, arch: np.ndarray | None = None) -> np.ndarray:
         """Log efficiency factor per row: the measured GPU's, else its architecture's, else 0."""
@@ -246,6 +258,7 @@ class AnchoredNetworkModel:
             z, _ = self._log_terms(features, iterations)
             return np.exp(np.clip(z[:, self._log_chosen] @ self.coef + self._icpt, -700, 700))
         cols = {c: features[c].to_numpy(dtype=float) for c in self.plain}
+        cols.update(self._extra(features))
         cols["it"] = np.asarray(iterations, dtype=float)
         if self.uses_h:
             cols["h"] = self.hardware(features) * np.exp(self.log_efficiency(features, arch))

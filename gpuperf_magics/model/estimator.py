@@ -522,8 +522,16 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         Returns
         -------
         DataFrame
-            Columns ``network``, ``item`` ("term", "cv_mape", "range", "transfer"), ``name``,
-            ``value``, ``min``, ``max``.
+            Columns ``network``, ``item``, ``name``, ``value``, ``min``, ``max``. Items:
+            ``"term"`` (the interpolating model's terms and coefficients), ``"model"`` (which
+            model interpolates; value: the anchor's bandwidth), ``"extrapolation"`` (the model
+            used beyond the measured ranges), ``"physical term"`` (its terms), ``"efficiency"``
+            (η per measured GPU: the factor on the spec-sheet compute time that fits that GPU;
+            1 is typical, above 1 slower than its figures say; ``"architecture <name>"`` rows
+            are what an unmeasured GPU of that architecture gets), ``"transfer method"``
+            ("physical", "ratio" or "both", see :class:`TrainingTimeModel`; value: ρ),
+            ``"cv_mape"``, ``"range"``, ``"transfer"`` (where ρ comes from; value: its
+            leave-one-GPU-out MAPE).
         """
         self._check_fitted()
         rows: list[dict[str, Any]] = []
@@ -538,6 +546,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             if self.method == "default":
                 rows.append({"network": net, "item": "model", "name": f"{model.space} space",
                              "value": float(model.bandwidth)})
+                rows.extend(self._report_physical(net, fit))
             rows.append({"network": net, "item": "cv_mape", "name": "cv_mape",
                          "value": fit.cv_mape})
             for col, (lo, hi) in fit.ranges.items():
@@ -546,6 +555,33 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 rows.append({"network": net, "item": "transfer", "name": fit.transfer.source,
                              "value": fit.transfer.mape})
         return pd.DataFrame(rows, columns=["network", "item", "name", "value", "min", "max"])
+
+    @staticmethod
+    def _report_physical(net: str, fit: _NetworkFit) -> list[dict[str, Any]]:
+        """Rows on the floor + compute × h model: extrapolation, η per GPU, transfer method."""
+        phys = fit.physical
+        if phys is None:
+            return []
+        rows: list[dict[str, Any]] = [
+            {"network": net, "item": "extrapolation",
+             "name": "linear space (floor + compute × h)", "value": float(phys.bandwidth)}
+        ]
+        for term, c in zip(phys.terms, phys.coef, strict=True):
+            rows.append({"network": net, "item": "physical term", "name": term,
+                         "value": float(c)})
+        if phys.uses_h:
+            labels = dict(zip(map(tuple, np.round(fit.hardware, 9)), fit.hardware_labels,
+                              strict=True))
+            for spec, log_eta in zip(phys._gpus, phys._log_eta, strict=True):
+                name = labels.get(tuple(np.round(spec, 9)), str(spec))
+                rows.append({"network": net, "item": "efficiency", "name": name,
+                             "value": float(np.exp(log_eta))})
+            for arch, log_eta in sorted(phys._arch_log_eta.items()):
+                rows.append({"network": net, "item": "efficiency",
+                             "name": f"architecture {arch}", "value": float(np.exp(log_eta))})
+        rows.append({"network": net, "item": "transfer method", "name": fit.transfer_method,
+                     "value": float(phys.rho)})
+        return rows
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "fits_"):

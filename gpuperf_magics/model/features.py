@@ -107,6 +107,7 @@ def physical_terms(
     names: Sequence[str],
     iterations: np.ndarray,
     hardware: np.ndarray | None,
+    extra: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, list[str]]:
     """Per-iteration terms split into a GPU-independent part and a part that scales with the GPU.
 
@@ -126,6 +127,11 @@ def physical_terms(
         Iterations each time covers.
     hardware : ndarray of shape (n_samples,) or None
         The hardware factor ``h`` of each row (named ``"h"`` in the term names).
+    extra : dict of str to ndarray, optional
+        Further GPU-independent per-iteration columns, offered as ``it * x`` only (not
+        augmented, not multiplied by ``h``): e.g. ``gpu_sync = 1 - 1/gpu_count``, the share of
+        the gradients that data-parallel training exchanges per step, a time that the host and
+        its PCIe links set and that a faster GPU does not shrink.
 
     Returns
     -------
@@ -138,6 +144,9 @@ def physical_terms(
     labels = ["1", "it"]
     for j, name in enumerate(aug_names):
         cols.append(iterations * aug[:, j])
+        labels.append(f"it*{name}")
+    for name, col in (extra or {}).items():
+        cols.append(iterations * np.asarray(col, dtype=float))
         labels.append(f"it*{name}")
     if hardware is not None:
         h = np.asarray(hardware, dtype=float)
