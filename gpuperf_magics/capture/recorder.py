@@ -362,6 +362,10 @@ class Recorder:
                 module.register_forward_pre_hook(self._m_pre_timed, with_kwargs=True),
                 module.register_forward_hook(self._m_post, with_kwargs=True, always_call=True),
             ]
+        elif self.example is not None and _first_tensor(self.example[0]) is not None:
+            # The model takes its batch positionally: a hook without kwargs costs half as much
+            # (torch builds no kwargs path for it): ~1.6 µs instead of ~3.5 µs per call.
+            self._model_handles = [module.register_forward_pre_hook(self._m_pre_positional)]
         else:
             self._model_handles = [module.register_forward_pre_hook(self._m_pre,
                                                                     with_kwargs=True)]
@@ -377,6 +381,14 @@ class Recorder:
         # Steps-only path: the cheapest hook that still sees every micro-batch.
         if module.training and _is_grad_enabled():
             self._log_forward(module, args, kwargs, None)
+
+    def _m_pre_positional(self, module: nn.Module, args: Any) -> None:
+        if module.training and _is_grad_enabled():
+            first = args[0] if args else None
+            # Fast path for the common call model(x): no container walk.
+            batch = first.shape[0] if type(first) is _Tensor and first.dim() else (
+                _batch_of(args, None))
+            self.events.append((FWD, None, batch, self._step_depth > 0, id(module)))
 
     def _m_pre_timed(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         if module.training and _is_grad_enabled():
