@@ -57,6 +57,7 @@ os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
 
 from sklearn.base import clone  # noqa: E402
 
+from gpuperf_magics.datasets import fetch_lattuada2022, fetch_sia2023  # noqa: E402
 from gpuperf_magics.model import TrainingTimeModel, evaluate  # noqa: E402
 
 TARGETS = {
@@ -72,81 +73,12 @@ TARGETS = {
 
 # ---------------------------------------------------------------------------- data
 def _lattuada(stem: str) -> pd.DataFrame:
-    try:
-        from gpuperf_magics.datasets import fetch_lattuada2022
-
-        table = fetch_lattuada2022()
-        return table[table["file"] == stem].reset_index(drop=True)
-    except ImportError:  # the datasets module is not there yet: read the CSV the same way
-        rename = {
-            "GFlops(7)": "gpu_fp32_tflops",
-            "disk speed(8)": "disk_speed",
-            "GPU number(9)": "gpu_count",
-            "Network depth(11)": "depth",
-            "batch size(13)": "batch_size",
-            "Real Iterations Number(15)": "iterations",
-            "CPU threads(19)": "dataloader_workers",
-            "overall execution time(31)": "time_s",
-        }
-        path = Path(os.environ["GPUPERF_DATA_HOME"]) / "lattuada2022" / f"{stem}.csv"
-        table = pd.read_csv(path).rename(columns=rename)
-        if "gpu_fp32_tflops" in table:
-            table["gpu_fp32_tflops"] = table["gpu_fp32_tflops"] / 1000
-        table.insert(0, "network", stem)
-        return table
-
-
-_SIA_GPUS = {  # only used until the hardware catalog lands: fp32 TFLOPS, GB/s
-    "Tesla T4": (8.1, 320.0),
-    "Tesla V100-SXM2-32GB": (15.7, 900.0),
-    "A100-SXM4-40GB": (19.5, 1555.0),
-    "Quadro RTX 6000": (16.3, 672.0),
-    "GeForce RTX 2080 Ti": (13.4, 616.0),
-}
+    table = fetch_lattuada2022()
+    return table[table["file"] == stem].reset_index(drop=True)
 
 
 def _sia() -> pd.DataFrame:
-    try:
-        from gpuperf_magics.datasets import fetch_sia2023
-
-        table = fetch_sia2023()
-    except ImportError:
-        clusters = {
-            "aws": "Tesla T4",
-            "azure": "Tesla V100-SXM2-32GB",
-            "dgx-ext": "A100-SXM4-40GB",
-            "quad": "Quadro RTX 6000",
-            "rtx": "GeForce RTX 2080 Ti",
-        }
-        parts = []
-        for path in sorted((Path(os.environ["GPUPERF_DATA_HOME"]) / "sia2023").glob("*/*.csv")):
-            raw = pd.read_csv(path)
-            cluster = path.stem.removeprefix("placements-")
-            placement = raw["placement"].astype(str)
-            gpu_count = placement.map(lambda s: sum(int(c) for c in s))
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "network": path.parent.name,
-                        "cluster": cluster,
-                        "gpu": clusters[cluster],
-                        "placement": placement,
-                        "nodes": placement.str.len(),
-                        "gpu_count": gpu_count,
-                        "local_batch_size": raw["local_bsz"],
-                        "batch_size": raw["local_bsz"] * gpu_count,
-                        "iterations": 1,
-                        "time_s": raw["step_time"],
-                    }
-                )
-            )
-        table = pd.concat(parts, ignore_index=True)
-    try:
-        from gpuperf_magics.hardware import catalog  # noqa: F401
-    except ImportError:
-        specs = table["gpu"].map(_SIA_GPUS)
-        table["gpu_fp32_tflops"] = specs.map(lambda s: s[0])
-        table["gpu_bandwidth_gbs"] = specs.map(lambda s: s[1])
+    table = fetch_sia2023()
     # Single-node placements: the model's use case (one machine), and it keeps the run short.
     table = table[table["nodes"] == 1].drop(columns=["sync_time_s"], errors="ignore")
     return table.reset_index(drop=True)
