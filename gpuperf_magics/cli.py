@@ -121,14 +121,20 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.model import evaluate
-    from gpuperf_magics.predict import PredictionError, fit_store, per_iteration_table
+    from gpuperf_magics.predict import (
+        PredictionError,
+        fit_store,
+        per_iteration_table,
+        robust_times,
+    )
+    from gpuperf_magics.store import Store
 
     model, runs = fit_store(args.store)
     if args.network:
         runs = runs[runs["network"] == args.network]
         if runs.empty:
             raise PredictionError(f"no completed runs of network {args.network!r}")
-    x, y = per_iteration_table(runs, model.store_features_)
+    x, y = per_iteration_table(runs, model.store_features_, robust_times(Store(args.store), runs))
     table = evaluate(model, x, y, args.scenario, column=args.column, threshold=args.threshold)
     print(table.to_string(index=False))
     return 0

@@ -32,6 +32,7 @@ __all__ = [
     "parse_settings",
     "per_iteration_table",
     "predict_time",
+    "robust_times",
     "steady_state",
 ]
 
@@ -203,16 +204,45 @@ def steady_state(runs: pd.DataFrame) -> bool:
     return bool(((runs["source"] == "profile") | (runs["iterations"] == 1)).all())
 
 
-def per_iteration_table(runs: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, Any]:
-    """``X, y`` the store's model learns from.
+#: Share of the slowest and of the fastest steady iterations left out of a profiled run's
+#: per-iteration time (a trimmed mean).
+TRIM = 0.1
+
+
+def robust_times(store: Any, runs: pd.DataFrame) -> pd.Series:
+    """Seconds per run to learn from: profiled runs' steady time as a trimmed mean × count.
+
+    A short profiling run can hold one stall (another process, a page-fault storm, a
+    checkpoint) that is most of its total; the mean of the middle 80 % of its iterations keeps
+    regular costs (data loading every iteration) and drops such rare events. Imported rows are
+    taken as they are.
+    """
+    import numpy as np
+
+    times = runs["time_s"].astype(float).copy()
+    for i in np.flatnonzero((runs["source"] == "profile").to_numpy()):
+        durations = store.iterations(int(runs["run_id"].iloc[i]))
+        steady = np.sort(durations.loc[~durations["warmup"].astype(bool), "duration_s"].to_numpy())
+        k = int(len(steady) * TRIM)
+        if len(steady) - 2 * k >= 3:
+            per_iteration = float(steady[k : len(steady) - k].mean())
+            times.iloc[i] = per_iteration * int(runs["iterations"].iloc[i])
+    return times
+
+
+def per_iteration_table(
+    runs: pd.DataFrame, columns: list[str], times: pd.Series | None = None
+) -> tuple[pd.DataFrame, Any]:
+    """``X, y`` the store's model learns from (``times`` default to ``runs["time_s"]``).
 
     Steady-state runs (see :func:`steady_state`) become one iteration each, so the time of a
     job is the time of one iteration × its iterations and a longer job is no extrapolation;
     whole-run times are kept as they are.
     """
+    y = runs["time_s"] if times is None else times
     if steady_state(runs):
-        return runs[columns].assign(iterations=1), runs["time_s"] / runs["iterations"]
-    return runs[columns], runs["time_s"]
+        return runs[columns].assign(iterations=1), y / runs["iterations"]
+    return runs[columns], y
 
 
 def fit_store(store: Any = None) -> tuple[TrainingTimeModel, pd.DataFrame]:
@@ -246,7 +276,9 @@ def fit_store(store: Any = None) -> tuple[TrainingTimeModel, pd.DataFrame]:
         )
     columns = _feature_columns(runs)
     try:
-        model = TrainingTimeModel().fit(*per_iteration_table(runs, columns))
+        model = TrainingTimeModel().fit(
+            *per_iteration_table(runs, columns, robust_times(st, runs))
+        )
     except ValueError as exc:
         raise PredictionError(f"cannot fit a model on {st.path}: {exc}") from exc
     model.store_features_ = columns

@@ -195,3 +195,22 @@ def test_whole_run_imports_keep_their_setup_time(tmp_path):
     frame = predict.predict_time(path, batch_sizes=[32, 64], iterations=1000).frame
     expected = [30 + 1000 * 0.032, 30 + 1000 * 0.064]
     assert frame["time_s"].to_numpy() == pytest.approx(expected, rel=0.1)
+
+
+def test_one_stall_in_a_short_run_does_not_skew_the_model(tmp_path):
+    """A profiled run whose total is mostly one stall is learnt from its typical iterations."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    path = tmp_path / "stall.sqlite"
+    for batch in (16, 32, 64):
+        per_it = 0.001 * batch
+        durations = [per_it * 3] + [per_it] * 20
+        if batch == 16:
+            durations[10] = 1.0  # one stall: 60x a normal iteration
+        run = Run(network="net", batch_size=batch, iterations=[
+            IterationRecord(i, d, batch, warmup=i == 0) for i, d in enumerate(durations)])
+        gm.Store(path).save_run(run)
+    times = predict.robust_times(gm.Store(path), gm.Store(path).runs())
+    assert list(times / 20) == pytest.approx([0.016, 0.032, 0.064])
+    frame = predict.predict_time(path, batch_sizes=[16], iterations=100).frame
+    assert frame["per_iteration_s"].iloc[0] == pytest.approx(0.016, rel=0.1)
