@@ -210,23 +210,30 @@ TRIM = 0.1
 
 
 def robust_times(store: Any, runs: pd.DataFrame) -> pd.Series:
-    """Seconds per run to learn from: profiled runs' steady time as a trimmed mean × count.
+    """Seconds per run to learn from: profiled runs' steady time as a robust mean × count.
 
     A short profiling run can hold one stall (another process, a page-fault storm, a
     checkpoint) that is most of its total; the mean of the middle 80 % of its iterations keeps
-    regular costs (data loading every iteration) and drops such rare events. Imported rows are
-    taken as they are.
+    regular costs (data loading every iteration) and drops such rare events. On a run flagged
+    busy (other processes took CPU time while it ran) the stalls are not rare, and the median
+    iteration stands for the run. Imported rows are taken as they are.
     """
     import numpy as np
+    import pandas as pd
 
     times = runs["time_s"].astype(float).copy()
     for i in np.flatnonzero((runs["source"] == "profile").to_numpy()):
         durations = store.iterations(int(runs["run_id"].iloc[i]))
         steady = np.sort(durations.loc[~durations["warmup"].astype(bool), "duration_s"].to_numpy())
         k = int(len(steady) * TRIM)
-        if len(steady) - 2 * k >= 3:
+        if len(steady) - 2 * k < 3:
+            continue
+        busy = runs["busy"].iloc[i] if "busy" in runs else None
+        if busy is not None and not pd.isna(busy) and bool(busy):
+            per_iteration = float(np.median(steady))
+        else:
             per_iteration = float(steady[k : len(steady) - k].mean())
-            times.iloc[i] = per_iteration * int(runs["iterations"].iloc[i])
+        times.iloc[i] = per_iteration * int(runs["iterations"].iloc[i])
     return times
 
 

@@ -214,3 +214,15 @@ def test_one_stall_in_a_short_run_does_not_skew_the_model(tmp_path):
     assert list(times / 20) == pytest.approx([0.016, 0.032, 0.064])
     frame = predict.predict_time(path, batch_sizes=[16], iterations=100).frame
     assert frame["per_iteration_s"].iloc[0] == pytest.approx(0.016, rel=0.1)
+
+
+def test_busy_runs_are_learnt_from_their_median_iteration(tmp_path):
+    from gpuperf_magics.run import IterationRecord, Run
+
+    path = tmp_path / "busy.sqlite"
+    durations = [0.01] * 14 + [0.2] * 6  # 30 % of the iterations stalled by another process
+    run = Run(network="net", batch_size=8, quality={"busy": True},
+              iterations=[IterationRecord(i, d, 8) for i, d in enumerate(durations)])
+    gm.Store(path).save_run(run)
+    times = predict.robust_times(gm.Store(path), gm.Store(path).runs())
+    assert times.iloc[0] == pytest.approx(0.01 * 20)
