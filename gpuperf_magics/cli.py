@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="random, grouped (default), threshold or leave_one_out")
     ev.add_argument("--column", help="column for threshold / leave_one_out (e.g. batch_size)")
     ev.add_argument("--threshold", type=float, help="train on column <= threshold")
-    ev.add_argument("--network", help="only this network")
+    ev.add_argument("--network", help="network to evaluate (default: the latest run's)")
 
     command("demo", "Profile a small CNN on the CPU at a few batch sizes and predict.")
     return parser
@@ -121,19 +121,10 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.model import evaluate
-    from gpuperf_magics.predict import (
-        PredictionError,
-        fit_store,
-        per_iteration_table,
-        robust_times,
-    )
+    from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
     from gpuperf_magics.store import Store
 
-    model, runs = fit_store(args.store)
-    if args.network:
-        runs = runs[runs["network"] == args.network]
-        if runs.empty:
-            raise PredictionError(f"no completed runs of network {args.network!r}")
+    model, runs = fit_store(args.store, args.network)
     x, y = per_iteration_table(runs, model.store_features_, robust_times(Store(args.store), runs))
     table = evaluate(model, x, y, args.scenario, column=args.column, threshold=args.threshold)
     print(table.to_string(index=False))

@@ -185,7 +185,7 @@ class Prediction:
 
 
 # --------------------------------------------------------------------------- fitting
-_CACHE: dict[str, tuple[int, Any, Any]] = {}
+_CACHE: dict[tuple[str, tuple[str, int], str | None], Any] = {}
 _LOCK = threading.Lock()
 
 
@@ -252,46 +252,87 @@ def per_iteration_table(
     return runs[columns], y
 
 
-def fit_store(store: Any = None) -> tuple[TrainingTimeModel, pd.DataFrame]:
-    """The model fitted on a store's completed runs, and those runs.
+def _usable_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """One network's runs a model can learn from, and notes on what was left out."""
+    notes = []
+    no_batch = runs["batch_size"].isna()
+    if no_batch.any():
+        ids = ", ".join(str(i) for i in runs.loc[no_batch, "run_id"])
+        notes.append(f"left out run(s) {ids}: no batch size was recorded (was the model in "
+                     "train() mode? gpuperf_magics.Store().delete(id) removes a run)")
+        runs = runs[~no_batch]
+    on_gpu = runs["gpu"].notna()
+    if on_gpu.any() and not on_gpu.all() and len(runs):
+        # CPU and GPU times cannot share one model; follow the device of the latest run.
+        keep = on_gpu if bool(on_gpu.iloc[-1]) else ~on_gpu
+        kind, other = ("GPU", "CPU") if bool(on_gpu.iloc[-1]) else ("CPU", "GPU")
+        notes.append(f"learnt from the {kind} runs (the latest run's device); "
+                     f"{int((~keep).sum())} {other} run(s) left out")
+        runs = runs[keep]
+    return runs.reset_index(drop=True), notes
 
-    Cached per store path: a second call refits only if the store was written in between
-    (its :meth:`~gpuperf_magics.Store.revision` changed).
+
+def fit_store(
+    store: Any = None, network: str | None = None
+) -> tuple[TrainingTimeModel, pd.DataFrame]:
+    """The model of one network fitted on a store's completed runs, and those runs.
+
+    Each network gets its own model, on the features its own runs have; a run no model can use
+    (no batch size; a CPU run among GPU runs) is left out with a note (``model.notes_``).
+    Cached per store file and network: a second call refits only if the store was written in
+    between (its :meth:`~gpuperf_magics.Store.token` changed).
 
     Raises
     ------
     PredictionError
-        The store has no completed run.
+        The store has no completed run of the network, or the network is unknown.
     """
     from gpuperf_magics.model import TrainingTimeModel
     from gpuperf_magics.store import Store
 
     st = store if isinstance(store, Store) else Store(store)
-    key = str(st.path)
-    revision = st.revision()
+    token = st.token()
     with _LOCK:
-        cached = _CACHE.get(key)
-        if cached is not None and cached[0] == revision:
-            return cached[1], cached[2]
-    runs = st.runs(status="ok")
-    runs = runs[runs["time_s"] > 0].reset_index(drop=True)
-    if runs.empty:
+        for stale in [k for k in _CACHE if k[0] == str(st.path) and k[1] != token]:
+            del _CACHE[stale]  # the file changed: its models and runs are history
+        cached_runs = _CACHE.get((str(st.path), token, None))
+    if cached_runs is None:
+        all_runs = st.runs(status="ok")
+        all_runs = all_runs[all_runs["time_s"] > 0].reset_index(drop=True)
+        with _LOCK:
+            _CACHE[(str(st.path), token, None)] = all_runs
+    else:
+        all_runs = cached_runs
+    if all_runs.empty:
         raise PredictionError(
             f"the store {st.path} has no completed run to learn from: profile a training cell "
             "with %%profile_training (or gpuperf_magics.profile_training) first, or import "
             "measurements with Store.import_table"
         )
+    net = _resolve_network(all_runs, network)
+    key = (str(st.path), token, net)
+    with _LOCK:
+        cached = _CACHE.get(key)
+    if cached is not None:
+        return cached
+    mine = all_runs[all_runs["network"] == net]
+    mine.attrs = dict(all_runs.attrs)
+    runs, notes = _usable_runs(mine)
+    runs.attrs = dict(all_runs.attrs)
+    if runs.empty:
+        raise PredictionError(f"no usable run of {net!r}: " + "; ".join(notes))
     columns = _feature_columns(runs)
     try:
         model = TrainingTimeModel().fit(
             *per_iteration_table(runs, columns, robust_times(st, runs))
         )
     except ValueError as exc:
-        raise PredictionError(f"cannot fit a model on {st.path}: {exc}") from exc
+        raise PredictionError(f"cannot fit a model for {net!r} on {st.path}: {exc}") from exc
     model.store_features_ = columns
     model.steady_state_ = steady_state(runs)
+    model.notes_ = notes
     with _LOCK:
-        _CACHE[key] = (revision, model, runs)
+        _CACHE[key] = (model, runs)
     return model, runs
 
 
@@ -451,10 +492,9 @@ def predict_time(
     if batch_sizes is not None and (not batch_sizes or min(batch_sizes) <= 0):
         raise PredictionError(f"batch sizes must be positive integers, got {batch_sizes}")
 
-    model, all_runs = fit_store(store)
-    net = _resolve_network(all_runs, network)
-    runs = all_runs[all_runs["network"] == net].reset_index(drop=True)
-    notes: list[str] = []
+    model, runs = fit_store(store, network)
+    net = str(runs["network"].iloc[0])
+    notes: list[str] = list(model.notes_)
     measured_batches = sorted({int(b) for b in runs["batch_size"].dropna()})
     if batch_sizes is None:
         batch_sizes = _default_batch_sizes(measured_batches) if measured_batches else [32]

@@ -26,30 +26,34 @@ class WhatIfPanel:
 
     def __init__(self, store: Any = None, network: str | None = None) -> None:
         import ipywidgets as w
+        import pandas as pd
 
         from gpuperf_magics.hardware.catalog import gpus
         from gpuperf_magics.predict import BASE_FEATURES, fit_store, predict_time
 
         self._predict_time = predict_time
         self.store = store
-        model, runs = fit_store(store)
+        model, runs = fit_store(store, network)
         first = predict_time(store, network, iterations=1)
-        latest = runs[runs["network"] == first.network].iloc[-1]
+        latest = runs.iloc[-1]
         measured_gpu = first.frame["gpu"].iloc[0]
         measured_gpu = measured_gpu if isinstance(measured_gpu, str) else None
         style = {"description_width": "110px"}
         layout = w.Layout(width="420px")
-        self.network = w.Dropdown(options=list(dict.fromkeys(runs["network"])),
-                                  value=first.network, description="network", style=style,
-                                  layout=layout)
-        batch = int(latest["batch_size"]) if latest["batch_size"] == latest["batch_size"] else 32
+        from gpuperf_magics.store import Store
+
+        networks = Store(store) if not isinstance(store, Store) else store
+        self.network = w.Dropdown(
+            options=list(dict.fromkeys(networks.runs(status="ok")["network"])),
+            value=first.network, description="network", style=style, layout=layout)
+        batch = int(latest["batch_size"]) if pd.notna(latest["batch_size"]) else 32
         self.batch_size = w.BoundedIntText(value=batch, min=1, max=1_000_000,
                                            description="batch size", style=style, layout=layout)
         dataset = latest.get("dataset_size")
         self.epochs = w.BoundedFloatText(value=10, min=0.01, max=1e6, description="epochs",
                                          style=style, layout=layout)
         self.samples = w.BoundedIntText(
-            value=int(dataset) if dataset == dataset and dataset else 50_000, min=1,
+            value=int(dataset) if pd.notna(dataset) and dataset else 50_000, min=1,
             max=10**12, description="samples / epoch", style=style, layout=layout)
         here = measured_gpu or "this CPU (measured)"
         self._here = here
@@ -68,7 +72,27 @@ class WhatIfPanel:
                     self.gpu_count, *self.features.values()]
         for control in controls:
             control.observe(self._update, names="value")
+        self.network.observe(self._network_changed, names="value")
         self.widget = w.VBox([*controls, self.result])
+        self._update()
+
+    def _network_changed(self, change: Any) -> None:
+        """Take the new network's latest batch size and dataset size as the starting point."""
+        import pandas as pd
+
+        from gpuperf_magics.predict import PredictionError, fit_store
+
+        try:
+            _, runs = fit_store(self.store, change["new"])
+        except PredictionError:
+            return
+        latest = runs.iloc[-1]
+        with self.batch_size.hold_trait_notifications():
+            if pd.notna(latest["batch_size"]):
+                self.batch_size.value = int(latest["batch_size"])
+            dataset = latest.get("dataset_size")
+            if pd.notna(dataset) and dataset:
+                self.samples.value = int(dataset)
         self._update()
 
     def _update(self, change: Any = None) -> None:
@@ -93,8 +117,7 @@ class WhatIfPanel:
             f"for {int(row['iterations']):,} iterations "
             f"({format_duration(row['time_low_s'])} – {format_duration(row['time_high_s'])})"
             f"</p><p>{html.escape(kind)} · expected error ±{100 * row['expected_mape']:.0f}% · "
-            f"model fitted on {prediction.runs} run(s), cross-validated MAPE "
-            f"{100 * prediction.cv_mape:.1f}%</p>"
+            f"{html.escape(prediction.header())}</p>"
         )
 
     @property

@@ -226,3 +226,16 @@ def test_busy_runs_are_learnt_from_their_median_iteration(tmp_path):
     gm.Store(path).save_run(run)
     times = predict.robust_times(gm.Store(path), gm.Store(path).runs())
     assert times.iloc[0] == pytest.approx(0.01 * 20)
+
+
+def test_three_batch_sizes_keep_a_per_iteration_floor(tmp_path):
+    """Extrapolating from few configurations keeps the fixed cost of an iteration."""
+    path = tmp_path / "floor.sqlite"
+    rows = [{"network": "net", "batch_size": b, "time_s": t}
+            for b, t in ((16, 392e-6), (32, 458e-6), (64, 535e-6))]
+    gm.Store(path).import_table(pd.DataFrame(rows))
+    frame = predict.predict_time(path, batch_sizes=[8, 128], iterations=1).frame
+    per_it = list(frame["per_iteration_s"])
+    assert 250e-6 < per_it[0] < 392e-6  # below the smallest measured, far above 0
+    assert 535e-6 < per_it[1] < 1e-3
+    assert (frame["time_high_s"] > frame["time_s"] * 1.01).all()  # an interval, not a point

@@ -199,12 +199,13 @@ class AnchoredNetworkModel:
 
     def _few_terms(self, names: list[str], iterations: np.ndarray) -> list[int]:
         """Terms for fewer than 4 configurations: proportional or a line, nothing fancier."""
-        wanted = ["it"]
+        # With one iteration count (per-iteration data) "it" is the same column as "1" and
+        # only "1" survives: it is then the per-iteration floor.
+        floor = "it" if "it" in names else "1"
+        wanted = [floor]
         if "batch_size" in self.plain:
             wanted.append("it*batch_size")
-        elif "it" not in names:
-            wanted = ["1"]
-        if np.ptp(iterations) > 0 and "1" in names and len(wanted) == 1:
+        if np.ptp(iterations) > 0 and "1" in names and floor != "1" and len(wanted) == 1:
             wanted.insert(0, "1")
         return [names.index(t) for t in wanted if t in names]
 

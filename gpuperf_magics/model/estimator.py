@@ -387,8 +387,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 measured = max(measured, PRIOR_TRANSFER_MAPE)
             expected[i] = max(cv, measured)
             # |log error| ~ exponential with mean ≈ MAPE gives the quantile -ln(1-cov)·MAPE.
-            half[i] = max(own, -math.log(1 - cov) * expected[i]) if kind != "interpolation" \
-                else max(own, 1e-3)
+            if kind != "interpolation" or fit.n_configs < 4:
+                # Too few configurations to measure residuals: the expected error sets it.
+                half[i] = max(own, -math.log(1 - cov) * expected[i])
+            else:
+                half[i] = max(own, 1e-3)
         out["time_s"][rows] = pred
         out["time_low_s"][rows] = pred * np.exp(-half)
         out["time_high_s"][rows] = pred * np.exp(half)

@@ -432,6 +432,23 @@ class Store:
         return self._execute(work, write=True, action=f"import {name}")
 
     # ------------------------------------------------------------------ reading
+    def token(self) -> tuple[str, int]:
+        """``(created_at, revision)``: tells a re-created file from the one a cache saw.
+
+        :meth:`revision` restarts when a store file is deleted and made again; the time the
+        file was created does not.
+        """
+
+        def work(conn: sqlite3.Connection) -> tuple[str, int]:
+            rows = dict(conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('created_at', 'revision')"
+            ).fetchall())
+            return str(rows.get("created_at", "")), int(rows.get("revision", 0))
+
+        return self._execute(
+            work, write=False, action="read the store", missing=lambda: ("", 0), snapshot=False
+        )
+
     def revision(self) -> int:
         """A counter that grows with every write (save, import, delete) by any process.
 
