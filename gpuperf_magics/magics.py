@@ -7,12 +7,13 @@ Magics parse, call the Python API and display; nothing here that a script cannot
 from __future__ import annotations
 
 import keyword
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Unicode
 
 from gpuperf_magics.store.errors import StoreError
@@ -52,10 +53,33 @@ def _parse_tags(items: list[str] | None) -> dict[str, str]:
     return tags
 
 
-def _strip_quotes(text: str | None) -> str | None:
-    if text and len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
+def _parse(magic: Any, line: str) -> Any:
+    """Parse a magic's options with shell-like quoting (``--tag note="two words"``).
+
+    IPython's own splitter keeps quotes that start mid-word; backslashes stay literal so
+    Windows paths survive.
+    """
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split = True
+    lexer.escape = ""
+    lexer.commenters = ""
+    try:
+        argv = list(lexer)
+    except ValueError as exc:
+        raise UsageError(f"cannot read the options ({exc}): check the quotes") from None
+    return magic.parser.parse_args(argv)
+
+
+def _check_store(path: str | None) -> None:
+    """A --store value that cannot be a store file is a usage error, before the cell runs."""
+    if path is None:
+        return
+    from gpuperf_magics.store import Store
+
+    try:
+        Store(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 @magics_class
@@ -76,7 +100,7 @@ class GpuPerf(Magics):
 
     # ------------------------------------------------------------------ %%profile_training
     def _profile_options(self, line: str) -> _ProfileOptions:
-        args = parse_argstring(self.profile_training, line)
+        args = _parse(self.profile_training, line)
         if args.warmup is not None and args.warmup < 0:
             raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
         if args.epochs is not None and args.epochs <= 0:
@@ -86,9 +110,10 @@ class GpuPerf(Magics):
         var = args.variable
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
+        _check_store(args.store or self.store)
         return _ProfileOptions(
-            name=_strip_quotes(args.name),
-            store=_strip_quotes(args.store) or self.store,
+            name=args.name,
+            store=args.store or self.store,
             warmup=args.warmup,
             tags=_parse_tags(args.tag),
             epochs=args.epochs,
@@ -162,6 +187,9 @@ class GpuPerf(Magics):
             print(run.summary_line())
         if opts.variable:
             shell.user_ns[opts.variable] = run
+        if error is not None and outer is None and not isinstance(error, SyntaxError):
+            # Called from code (run_cell_magic), not from a cell: the caller must see it.
+            raise error
         return run if opts.output else None
 
 
@@ -205,7 +233,7 @@ class GpuPerf(Magics):
         """
         from gpuperf_magics import predict
 
-        args = parse_argstring(self.predict_time, line)
+        args = _parse(self.predict_time, line)
         var = args.variable
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
@@ -213,20 +241,20 @@ class GpuPerf(Magics):
             if args.widget:
                 from gpuperf_magics.widgets import what_if
 
-                panel = what_if(_strip_quotes(args.store) or self.store, _strip_quotes(args.name))
+                panel = what_if(args.store or self.store, args.name)
                 if not args.quiet:
                     from IPython.display import display
 
                     display(panel)
                 return panel if args.output else None
             result = predict.predict_time(
-                _strip_quotes(args.store) or self.store,
-                _strip_quotes(args.name),
+                args.store or self.store,
+                args.name,
                 batch_sizes=predict.parse_batch_sizes(args.batch_size),
                 iterations=args.iterations,
                 epochs=args.epochs,
                 samples=args.samples,
-                gpus=predict.parse_gpus(_strip_quotes(args.gpu)),
+                gpus=predict.parse_gpus(args.gpu),
                 gpu_count=args.gpu_count,
                 settings=predict.parse_settings(args.set),
             )

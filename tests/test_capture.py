@@ -504,3 +504,20 @@ def test_session_on_the_cuda_event_path(monkeypatch):
     assert all(it.duration_s > 0 for it in run.iterations)
     for it in run.iterations[1:]:
         assert sum(it.phases.values()) == pytest.approx(it.duration_s, rel=1e-6)
+
+
+def test_accumulation_counts_epochs_in_optimizer_steps():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    data = torch.utils.data.TensorDataset(torch.randn(128, 32), torch.randint(0, 10, (128,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    with gm.profile_training(save=False, epochs=10) as run:
+        for i, (x, y) in enumerate(loader):
+            loss_fn(model(x), y).backward()
+            if i % 4 == 3:
+                opt.step()
+                opt.zero_grad()
+    assert len(run.iterations) == 4 and run.batch_size == 32
+    assert run.hyper["iterations_per_epoch"] == 4  # 16 micro-batches = 4 optimizer steps
+    assert run.hyper["total_iterations"] == 40

@@ -199,3 +199,46 @@ def test_unload_removes_the_magics():
     assert not any(type(c).__name__ == "GpuPerf" for c in shell.configurables)
     shell.run_line_magic("load_ext", "gpuperf_magics")
     assert shell.find_cell_magic("profile_training") is not None
+
+
+def test_quoted_option_values(shell, tmp_path):
+    store = tmp_path / "quoted store.sqlite"
+    run = shell.run_cell_magic(
+        "profile_training", f'-q -o --store "{store}" --tag note="two words" -n "my net"', LOOP
+    )
+    assert run.tags == {"note": "two words"} and run.network == "my net"
+    assert gm.Store(store).runs().iloc[0]["network"] == "my net"
+
+
+def test_memory_store_is_a_usage_error_before_the_cell_runs(shell):
+    shell.user_ns.pop("final_loss", None)
+    with pytest.raises(UsageError, match="memory"):
+        shell.run_cell_magic("profile_training", "--store :memory:", LOOP)
+    assert "final_loss" not in shell.user_ns
+
+
+def test_syntax_error_says_the_cell_did_not_run(shell, capsys, _isolated_store):
+    result = shell.run_cell("%%profile_training\nfor i in range(3)\n    pass\n")
+    out = capsys.readouterr().out
+    assert not result.success
+    assert "did not run (SyntaxError)" in out
+    assert gm.Store(_isolated_store).runs().empty
+
+
+def test_failure_reaches_a_caller_without_a_cell(shell, capsys):
+    with pytest.raises(ZeroDivisionError):
+        shell.run_cell_magic("profile_training", "-q", LOOP + "1 / 0\n")
+
+
+def test_caught_forward_error_does_not_break_discovery(shell, capsys):
+    cell = "try:\n    model(torch.randn(4, 7))\nexcept RuntimeError:\n    pass\n" + LOOP
+    run = shell.run_cell_magic("profile_training", "-q -o", cell)
+    assert run.batch_size == 16 and run.network == "Sequential"
+    assert run.architecture.get("arch_params")
+
+
+def test_model_left_in_eval_mode_says_why_there_is_no_batch(shell):
+    cell = "model.eval()\n" + LOOP + "model.train()\n"
+    run = shell.run_cell_magic("profile_training", "-q -o", cell)
+    assert run.batch_size is None
+    assert any("train() mode" in n for n in run.notes)

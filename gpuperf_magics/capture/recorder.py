@@ -304,6 +304,10 @@ class Recorder:
         self._depth = depth + 1
         if depth or not module.training or not _is_grad_enabled():
             return
+        if not any(p.requires_grad for p in module.parameters()):
+            # A loss, a transform or a frozen extractor is never the model; it must not pick
+            # the clock either (a CPU transform would time a CUDA model on the host).
+            return
         self._top = module
         self._top_token = self._ensure_clock(_device_of(module, args)).mark()
         if _is_compiled_wrapper(module):
@@ -314,13 +318,16 @@ class Recorder:
             self._adopt(module, timed=True)
             self._log_forward(module, args, {}, self._top_token)
 
-    def _g_post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-        self._depth -= 1
+    def _g_post(self, module: nn.Module, args: Any, *rest: Any) -> None:
+        # (kwargs, output) normally; torch calls always_call hooks with (output,) only when
+        # the forward raised, e.g. an OOM probe caught by the user.
+        self._depth = max(self._depth - 1, 0)
         if self._depth or module is not self._top:
             return
         self._top = None
-        if not any(p.requires_grad for p in module.parameters()):
-            return  # a loss module or a frozen feature extractor: never the model
+        if len(rest) != 2:
+            return
+        kwargs, output = rest
         entry = self._seen.get(id(module))
         if entry is None:
             entry = self._seen[id(module)] = [module, 0, (tuple(args), dict(kwargs)),

@@ -195,11 +195,14 @@ class ProfileSession:
         records = rec.iterations()
         self._fill_quality(rec)
         if not records:
-            run.notes.append(_no_iteration_reason(rec, status))
+            run.notes.append(_no_iteration_reason(rec, status, error))
             return run
         k = self.warmup if self.warmup is not None else auto_warmup(
             [r.duration_s for r in records]
         )
+        if k >= len(records) > 1:
+            run.notes.append(f"all {len(records)} iterations are warm-up (--warmup {k}): the "
+                             "statistics include them; profile more iterations")
         for r in records[: min(k, len(records))]:
             r.warmup = True
         run.iterations = records
@@ -244,12 +247,20 @@ class ProfileSession:
         hyper["micro_batches"] = micro
         if run.batch_size:
             hyper["micro_batch_size"] = run.batch_size // micro
+        if micro > 1 and hyper.get("iterations_per_epoch"):
+            # The loader yields micro-batches; an iteration is one optimizer step.
+            hyper["iterations_per_epoch"] = -(-hyper["iterations_per_epoch"] // micro)
         if "total_iterations" not in hyper and hyper.get("epochs") and hyper.get(
             "iterations_per_epoch"
         ):
             hyper["total_iterations"] = int(hyper["epochs"] * hyper["iterations_per_epoch"])
         run.hyper = hyper
         model = rec.model
+        if run.batch_size is None:
+            run.notes.append(
+                "no batch size: the model was never called in train() mode with gradients on "
+                "during the loop (call model.train() before it); predictions need one"
+            )
         if not run.network:
             run.network = type(unwrap_model(model)).__name__ if model is not None else "training"
         if model is None:
@@ -289,7 +300,7 @@ class ProfileSession:
 
         try:
             Store(self.store).save_run(self.run)
-        except StoreError as exc:
+        except (StoreError, ValueError) as exc:
             _UNSAVED.append(self.run)
             self.run.notes.append(
                 f"not saved: {exc} The run is kept in memory: fix the store, then call "
@@ -327,7 +338,9 @@ def _gpu_count(model: Any) -> int:
     return 1
 
 
-def _no_iteration_reason(rec: Any, status: str) -> str:
+def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:
+    if isinstance(error, SyntaxError):
+        return f"the cell did not run ({type(error).__name__}); nothing was stored"
     where = " before the first iteration ended" if status != "ok" else ""
     return (
         f"no training iteration detected{where}: no torch.optim optimizer stepped, no backward "
