@@ -239,3 +239,39 @@ def test_three_batch_sizes_keep_a_per_iteration_floor(tmp_path):
     assert 250e-6 < per_it[0] < 392e-6  # below the smallest measured, far above 0
     assert 535e-6 < per_it[1] < 1e-3
     assert (frame["time_high_s"] > frame["time_s"] * 1.01).all()  # an interval, not a point
+
+
+def test_one_networks_runs_never_block_another(filled, tmp_path):
+    """CPU runs of one network, GPU imports of another, a run without batch size, and a feature
+    only one network has: each network still gets its own model."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    path = tmp_path / "mixed.sqlite"
+    gm.Store(filled).export(tmp_path / "cpu.csv")
+    gm.Store(path).import_table(tmp_path / "cpu.csv")  # network "mlp", CPU
+    gm.Store(path).import_table(pd.DataFrame(
+        {"network": "bert", "gpu": "Tesla T4", "batch_size": [8, 16, 32],
+         "seq_len": 128, "time_s": [0.1, 0.18, 0.35]}))
+    gm.Store(path).save_run(Run(network="mlp", iterations=[IterationRecord(0, 0.5)]))
+    cpu = predict.predict_time(path, "mlp", batch_sizes=[16])
+    assert any("no batch size" in n for n in cpu.notes)
+    assert cpu.frame["kind"].iloc[0] == "interpolation"
+    gpu = predict.predict_time(path, "bert", batch_sizes=[16], gpus=["A100 40GB"])
+    assert list(gpu.frame["gpu"]) == ["Tesla T4", "NVIDIA A100-SXM4-40GB"]
+    assert list(gpu.frame["kind"]) == ["interpolation", "transfer"]
+
+
+def test_cache_does_not_outlive_a_recreated_store(tmp_path):
+    path = tmp_path / "again.sqlite"
+    rows = [{"network": "old", "batch_size": b, "time_s": 0.01 * b} for b in (8, 16, 32)]
+    gm.Store(path).import_table(pd.DataFrame(rows))
+    assert predict.predict_time(path).network == "old"
+    path.unlink()
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"again.sqlite{suffix}").unlink(missing_ok=True)
+    import time
+
+    time.sleep(1.1)  # the creation time has a resolution of one second
+    gm.Store(path).import_table(pd.DataFrame(
+        [{"network": "new", "batch_size": b, "time_s": 0.02 * b} for b in (8, 16, 32)]))
+    assert predict.predict_time(path).network == "new"
