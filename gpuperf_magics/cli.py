@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 __all__ = ["main"]
 
@@ -48,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                      "(repeatable)")
     imp.add_argument("--network", help="network of every row (if the table has no column)")
     imp.add_argument("--gpu", help="GPU of every row (if the table has no column)")
+    imp.add_argument("--again", action="store_true",
+                     help="import a file whose rows are already in the store")
 
     pred = command("predict", "Predict training time for other configurations.")
     pred.add_argument("name", nargs="?", help="network (default: the latest run's)")
@@ -95,6 +98,14 @@ def _import(args: argparse.Namespace) -> int:
             raise ValueError(f"--map expects COLUMN=CANONICAL, e.g. step_time=time_s; got {item!r}")
         mapping[source] = target
     store = Store(args.store)
+    source = f"import:{Path(args.file).name}"
+    already = store.runs(source=source)
+    if len(already) and not args.again:
+        raise ValueError(
+            f"{len(already)} row(s) of {Path(args.file).name} are already in {store.path} "
+            f"(run ids {already['run_id'].min()}–{already['run_id'].max()}); pass --again to "
+            "import them once more"
+        )
     ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
                              gpu=args.gpu)
     print(f"imported {len(ids)} row(s) into {store.path} (run ids {ids[0]}–{ids[-1]})"

@@ -51,6 +51,11 @@ def test_import_runs_predict_evaluate(tmp_path, step_times):
     assert len(runs) == n and set(runs["gpu"]) == {"Tesla T4"}
     assert (runs["iterations"] == 1).all()
 
+    again = gpuperf("import", str(step_times), "--map", "local_bsz=batch_size",
+                    "--map", "step_time=time_s", store=store, check=False)
+    assert again.returncode == 2 and "--again" in again.stderr
+    assert len(gm.Store(store).runs()) == n
+
     listing = gpuperf("runs", store=store).stdout
     assert "resnet18-cifar" in listing and "Tesla T4" in listing
     as_csv = gpuperf("runs", "--csv", store=store).stdout
