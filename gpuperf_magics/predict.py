@@ -252,6 +252,27 @@ def per_iteration_table(
     return runs[columns], y
 
 
+def _monotone_in_batch(frame: pd.DataFrame, keys: list[str], notes: list[str]) -> None:
+    """An iteration never gets slower with fewer samples: cap a smaller batch's time per
+    iteration at the time of the next larger one (same device and features), in place."""
+    import numpy as np
+
+    groups = frame.fillna({k: "" for k in keys if frame[k].dtype == object}).groupby(
+        keys, dropna=False, sort=False).groups
+    for rows in groups.values():
+        order = frame.loc[rows].sort_values("batch_size").index
+        per_it = frame.loc[order, "per_iteration_s"].to_numpy()
+        capped = np.minimum.accumulate(per_it[::-1])[::-1]
+        for idx, old, new in zip(order, per_it, capped, strict=True):
+            if new < old * (1 - 1e-9):
+                factor = new / old
+                for col in ("time_s", "time_low_s", "time_high_s", "per_iteration_s"):
+                    frame.loc[idx, col] *= factor
+                _note(notes, f"batch {int(frame.loc[idx, 'batch_size'])}: capped at the time "
+                             "per iteration of the next larger batch (an iteration does not "
+                             "get slower with fewer samples)")
+
+
 def _usable_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """One network's runs a model can learn from, and notes on what was left out."""
     notes = []
@@ -550,6 +571,7 @@ def predict_time(
         parts.append(_from_cpu(configs.loc[~on_model], latest))
     table = pd.concat(parts).loc[configs.index]
     frame = pd.concat([configs.drop(columns=["network"]), table], axis=1)
+    _monotone_in_batch(frame, ["gpu", "gpu_count", *features], notes)
     frame.attrs["set_columns"] = sorted(settings)
     device_label = measured_gpu or f"CPU {latest.get('cpu_model') or ''}".strip()
     measured = (f"batch {', '.join(map(str, measured_batches))} on {device_label}"

@@ -275,3 +275,11 @@ def test_cache_does_not_outlive_a_recreated_store(tmp_path):
     gm.Store(path).import_table(pd.DataFrame(
         [{"network": "new", "batch_size": b, "time_s": 0.02 * b} for b in (8, 16, 32)]))
     assert predict.predict_time(path).network == "new"
+
+
+def test_time_per_iteration_never_falls_as_the_batch_grows(filled):
+    frame = predict.predict_time(filled, batch_sizes=[1, 2, 4, 8, 16, 32, 64, 128, 512],
+                                 gpus=["T4"]).frame
+    for _, group in frame.groupby(frame["gpu"].fillna("CPU")):
+        per_it = group.sort_values("batch_size")["per_iteration_s"].to_numpy()
+        assert (per_it[1:] >= per_it[:-1] * (1 - 1e-9)).all()
