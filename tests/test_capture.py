@@ -147,7 +147,7 @@ def test_two_optimizers_primary_is_first_to_step():
             (-disc(fake).mean()).backward()
             opt_g.step()
     assert len(run.iterations) == 8
-    assert run.hyper["other_optimizer_steps"] == {"Adam": 8}
+    assert run.hyper["other_optimizer_steps"] == "Adam×8"
     # The model is the discriminator (its optimizer stepped first); it sees two passes of 4
     # samples per iteration, which the run reports as 2 micro-batches of 4.
     assert run.hyper["micro_batch_size"] == 4 and run.hyper["micro_batches"] == 2
@@ -521,3 +521,21 @@ def test_accumulation_counts_epochs_in_optimizer_steps():
     assert len(run.iterations) == 4 and run.batch_size == 32
     assert run.hyper["iterations_per_epoch"] == 4  # 16 micro-batches = 4 optimizer steps
     assert run.hyper["total_iterations"] == 40
+
+
+def test_model_hook_leaves_after_the_batch_is_known():
+    """Steps-only capture reads the batch on the first 32 steps, then keeps only step hooks."""
+    from gpuperf_magics.capture.recorder import BATCH_SAMPLE_STEPS
+
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    hooked = []
+    with gm.profile_training(save=False) as run:
+        for _ in range(BATCH_SAMPLE_STEPS + 8):
+            hooked.append(bool(model._forward_pre_hooks))
+            train(model, opt, steps=1)
+    assert hooked[1:BATCH_SAMPLE_STEPS] == [True] * (BATCH_SAMPLE_STEPS - 1)
+    assert not any(hooked[BATCH_SAMPLE_STEPS:])
+    assert len(run.iterations) == BATCH_SAMPLE_STEPS + 8
+    assert all(it.samples == 16 for it in run.iterations)
+    assert run.quality["batch_sampled_steps"] == BATCH_SAMPLE_STEPS

@@ -36,6 +36,10 @@ from gpuperf_magics.run import IterationRecord
 
 __all__ = ["Recorder"]
 
+#: Optimizer steps during which the model's forward calls are watched for the batch size and
+#: micro-batches (steps-only mode); later steps reuse the last pattern.
+BATCH_SAMPLE_STEPS = 32
+
 #: Top-level calls of one module seen before any optimizer step, after which it is adopted
 #: as the model even though nothing stepped yet (manual SGD loops, custom optimizers).
 _ADOPT_AFTER_CALLS = 8
@@ -146,6 +150,9 @@ class Recorder:
         self._top_token: int | None = None
         self._seen: dict[int, list[Any]] = {}  # id -> [module, calls, example, autocast]
         self._steps_since_update = 0
+        self._steps_seen = 0
+        #: Steps after which the batch was no longer read (None: read at every step).
+        self.batch_sampled_steps: int | None = None
         self._timed_hooks = False
         self._active = False
 
@@ -279,6 +286,14 @@ class Recorder:
             return
         self._steps_since_update += 1
         self.events.append((STEP_END, self.clock.mark()))  # type: ignore[union-attr]
+        self._steps_seen += 1
+        if self._steps_seen == BATCH_SAMPLE_STEPS and not self._timed_hooks:
+            # The batch pattern is known by now; without the model hook torch calls the model
+            # on its fast path again, and an iteration costs only the two step hooks.
+            for h in self._model_handles:
+                h.remove()
+            self._model_handles = []
+            self.batch_sampled_steps = self._steps_seen
 
     def _choose_primary(self, opt: Any) -> None:
         self.primary = opt
@@ -468,9 +483,13 @@ class Recorder:
             if outside:
                 samples = sum(b or 0 for b in outside) or None
                 micro = len(outside)
-            else:  # LBFGS-style: every forward ran inside step() on the same batch
-                samples = fwds[0][2] if fwds else None
-                micro = 1 if fwds else 0
+            elif fwds:  # LBFGS-style: every forward ran inside step() on the same batch
+                samples, micro = fwds[0][2], 1
+            elif self.batch_sampled_steps is not None and records:
+                # After the sampled steps the model hook is gone: same batch as before.
+                samples, micro = records[-1].samples, records[-1].micro_batches or 0
+            else:
+                samples, micro = None, 0
             phases = _phases(chunk, start_s, sec(e[1]), sec) if self.phases else None
             records.append(IterationRecord(
                 len(records), max(sec(e[1]) - start_s, 0.0), samples, False, phases,
@@ -485,7 +504,9 @@ class Recorder:
         if self.primary is not None:
             out["lr_last"] = _lr_of(self.primary)
         if self.other_steps:
-            out["other_optimizer_steps"] = dict(self.other_steps)
+            out["other_optimizer_steps"] = ", ".join(
+                f"{name}×{count}" for name, count in self.other_steps.items()
+            )
         out["skipped_steps"] = sum(1 for e in self.events if e[0] == SKIPPED)
         if self.loaders:
             loader, passes = max(

@@ -233,6 +233,7 @@ class ProfileSession:
         q["busy"] = bool(other is not None and other > max(0.5, 0.25 * (cores or 1)))
         q["timing_method"] = rec.clock.method if rec.clock is not None else None
         q["detection"] = rec.detection
+        q["batch_sampled_steps"] = rec.batch_sampled_steps
         q["sync"] = self.sync
         q["phases"] = self.phases
 

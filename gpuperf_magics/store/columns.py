@@ -65,13 +65,18 @@ _ARCH = {
     "arch_dtype": "str", "arch_amp": "bool", "arch_channels_last": "bool",
     "arch_compiled": "bool", "arch_class": "str",
 }
+# Every key the capture writes is canonical, so that an exported table re-imports into the
+# same groups instead of turning bookkeeping into features.
 _HYPER = {
     "optimizer": "str", "lr": "float", "micro_batches": "int", "micro_batch_size": "int",
-    "epochs": "int", "total_iterations": "int", "dataset_size": "int", "skipped_steps": "int",
+    "epochs": "float", "total_iterations": "int", "dataset_size": "int", "skipped_steps": "int",
+    "lr_last": "float", "other_optimizer_steps": "str", "epochs_seen": "int",
+    "iterations_per_epoch": "int", "loader_batch_size": "int", "dataloader_workers": "int",
 }
 _QUALITY = {
     "torch_threads": "int", "interop_threads": "int", "load_avg_start": "float",
     "load_avg_end": "float", "busy": "bool", "timing_method": "str", "detection": "str",
+    "other_cpu_load": "float", "batch_sampled_steps": "int", "sync": "bool", "phases": "bool",
 }
 _BASE = {
     "run_id": "int", "network": "str", "batch_size": "int", "iterations": "int",
