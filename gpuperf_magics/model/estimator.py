@@ -218,7 +218,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 )
                 m.fit(feats, its, y, arch=arch)
                 candidates.append(m)
-            physical = candidates[1]
+            physical: AnchoredNetworkModel | None = candidates[1]
             transfer_method = self._choose_transfer(feats, its, y, arch, hw_cols, rho)
             model = min(candidates, key=lambda m: m.anchor_mape)
             n_configs = model.n_configs

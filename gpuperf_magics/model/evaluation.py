@@ -103,14 +103,14 @@ def evaluate(
             raise ValueError(f"column {column!r} must be numeric for a threshold split")
         splits.append((f"{column} > {threshold:g}", "", (values > threshold).to_numpy()))
     else:
-        values = X[column]
-        numeric = pd.api.types.is_numeric_dtype(values)
-        uniq = sorted(values.dropna().unique().tolist())
-        for v in uniq:
+        column_values = X[column]
+        numeric = pd.api.types.is_numeric_dtype(column_values)
+        levels = sorted(column_values.dropna().unique().tolist())
+        for v in levels:
             position = ""
             if numeric:
-                position = "end" if v in (uniq[0], uniq[-1]) else "interior"
-            splits.append((f"{column} = {v}", position, (values == v).to_numpy()))
+                position = "end" if v in (levels[0], levels[-1]) else "interior"
+            splits.append((f"{column} = {v}", position, (column_values == v).to_numpy()))
     rows = []
     for held_out, position, test in splits:
         if test.all() or not test.any():
