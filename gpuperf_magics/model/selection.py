@@ -76,6 +76,20 @@ def _prepare_fold(
     return _Fold(zw.T @ zc, zw.T @ yc, mean_z, mean_y, z[test], y[test])
 
 
+def _scaled(
+    z: np.ndarray, alpha: float, penalise_scaled: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Columns scaled to unit RMS, their scales, and the per-column Ridge penalty.
+
+    Solving on scaled columns keeps the Gram matrices well conditioned; the penalty is mapped
+    back so that it means the same as on unscaled columns unless ``penalise_scaled``.
+    """
+    col_scale = np.sqrt(np.mean(z**2, axis=0))
+    col_scale[col_scale == 0] = 1.0
+    penalty = np.full(z.shape[1], alpha) if penalise_scaled else alpha / col_scale**2
+    return z / col_scale, col_scale, penalty
+
+
 def _solve_batch(
     gram: np.ndarray, moment: np.ndarray, subsets: np.ndarray, penalty: np.ndarray, nonneg: bool
 ) -> np.ndarray:
@@ -173,10 +187,7 @@ def forward_select(
     y = np.asarray(y, dtype=float)
     n, p = z.shape
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
-    col_scale = np.sqrt(np.mean(z**2, axis=0))
-    col_scale[col_scale == 0] = 1.0
-    zs = z / col_scale
-    penalty = np.full(p, alpha) if penalise_scaled else alpha / col_scale**2
+    zs, _, penalty = _scaled(z, alpha, penalise_scaled)
     prepared = [_prepare_fold(zs, y, w, tr, te, intercept) for tr, te in folds]
     pool = list(range(p)) if candidates is None else [int(c) for c in candidates]
     chosen: list[int] = [int(r) for r in required]
@@ -229,10 +240,7 @@ def solve_subset(
     z = np.asarray(z, dtype=float)
     n, p = z.shape
     w = np.ones(n) if weights is None else np.asarray(weights, dtype=float)
-    col_scale = np.sqrt(np.mean(z**2, axis=0))
-    col_scale[col_scale == 0] = 1.0
-    zs = z / col_scale
-    penalty = np.full(p, alpha) if penalise_scaled else alpha / col_scale**2
+    zs, col_scale, penalty = _scaled(z, alpha, penalise_scaled)
     idx = np.arange(n)
     fold = _prepare_fold(zs, np.asarray(y, dtype=float), w, idx, idx[:0], intercept)
     beta = _solve_batch(fold.gram, fold.moment, np.arange(p)[None, :], penalty, nonneg)[0]
