@@ -41,9 +41,10 @@ def test_default_table_covers_measured_and_neighbouring_batch_sizes(filled):
     assert (frame["time_s"] <= frame["time_high_s"]).all()
     assert frame["time_s"].to_numpy() == pytest.approx(
         (frame["per_iteration_s"] * frame["iterations"]).to_numpy(), rel=1e-9)
-    # 16× the batch costs more per iteration (never assert absolute or close timings).
+    # A tiny MLP's iterations are overhead-bound and noisy: only the guard's promise holds
+    # (strict growth is tested on fixed imported times below).
     per_it = dict(zip(frame["batch_size"], frame["per_iteration_s"], strict=True))
-    assert per_it[128] > per_it[8]
+    assert per_it[128] >= per_it[8]
     assert 0 < result.cv_mape < 1
     text = str(result)
     assert "mlp: fitted on 4 run(s)" in text and "interpolation" in text
