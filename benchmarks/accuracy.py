@@ -30,7 +30,7 @@ printed next to the full average (the table keeps everything):
 The default model's sia2023 leave-one-GPU-out runs with ``public_data=False``: the public prior
 learns ρ on all of sia2023, the held-out GPU included. Below that, sia2023 leave-one-batch-out
 per network beside the data's roughness floor (:func:`roughness_floor`), with and without
-yolov3.
+yolov3, and the GPU moves beside what hindsight GPU factors reach (:func:`transfer_floor`).
 
 ``--write`` stores the default model's errors per kind of prediction in
 ``gpuperf_magics/model/measured_mape.json`` (read by the estimator as ``MEASURED_MAPE``):
@@ -206,6 +206,64 @@ def roughness_floor(table: pd.DataFrame, k: int = 4) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index("network")
 
 
+def repeat_floor(frame: pd.DataFrame) -> float:
+    """Error of predicting each run by the median of its configuration's other repeats.
+
+    A configuration is one value of every feature column (all but the time and the labels);
+    rows without a repeat are skipped. No model of those features can beat the repeat noise.
+    """
+    labels = {"time_s", "status", "source", "file", "network", "framework"}
+    feats = [c for c in frame.columns if c not in labels]
+    key = frame[feats].apply(lambda row: "|".join(map(str, row)), axis=1)  # NaN included
+    errs = []
+    for _, times in frame["time_s"].groupby(key):
+        y = times.to_numpy(float)
+        errs += [abs(np.median(np.delete(y, i)) / y[i] - 1) for i in range(len(y)) if len(y) > 1]
+    return float(np.mean(errs)) if errs else float("nan")
+
+
+def transfer_floor(table: pd.DataFrame, config_cols: list[str], rank: int = 0,
+                   held_out: str | None = None) -> pd.Series:
+    """In-sample error of the best GPU factors of a given rank: what moving GPUs can reach.
+
+    Fits, by least squares in log(time per iteration) over the configurations measured on at
+    least two GPUs, ``log t = a[configuration] + c[gpu] + sum_k u_k[network] * v_k[gpu]`` with
+    ``rank`` network-specific terms, knowing every GPU's times (the held-out one's included).
+    ``rank=0`` is the best any method can do whose speed of a GPU is the same for all networks
+    (a spec-sheet ratio, a learnt per-GPU efficiency); ``rank=1`` lets each network weigh one
+    hidden GPU property (as ρ weighs bandwidth against FLOPS) chosen with hindsight. A method
+    of that class cannot beat the figure out of sample.
+
+    Returns
+    -------
+    Series
+        MAPE (fraction) per network: the mean over GPUs of the mean error on that GPU's rows
+        (as :func:`evaluate`'s leave-one-GPU-out averages), or on ``held_out``'s rows only.
+    """
+    d = table.assign(lt=np.log(table["time_s"] / table["iterations"]))
+    d["cfg"] = d[["network", *config_cols]].astype(str).agg("|".join, axis=1)
+    d = d[d.groupby("cfg")["gpu"].transform("nunique") >= 2].reset_index(drop=True)
+    nets, gpus = sorted(d["network"].unique()), sorted(d["gpu"].unique())
+    ni, gi = d["network"].map(nets.index).to_numpy(), d["gpu"].map(gpus.index).to_numpy()
+    a = d.groupby("cfg")["lt"].transform("mean").to_numpy()
+    effect = np.zeros((len(nets), len(gpus)))
+    for _ in range(100):
+        cells = pd.DataFrame({"n": ni, "g": gi, "r": d["lt"].to_numpy() - a})
+        means = cells.groupby(["n", "g"])["r"].mean()
+        m = effect.copy()  # cells never measured keep the current fit
+        m[means.index.get_level_values(0), means.index.get_level_values(1)] = means.to_numpy()
+        rows, cols = m.mean(axis=1, keepdims=True), m.mean(axis=0, keepdims=True)
+        resid = m - rows - cols + m.mean()
+        u, s, vt = np.linalg.svd(resid, full_matrices=False)
+        effect = rows + cols - m.mean() + (u[:, :rank] * s[:rank]) @ vt[:rank]
+        a = (d["lt"] - effect[ni, gi]).groupby(d["cfg"]).transform("mean").to_numpy()
+    err = pd.DataFrame({"network": d["network"], "gpu": d["gpu"],
+                        "ape": np.abs(np.exp(a + effect[ni, gi] - d["lt"]) - 1)})
+    if held_out is not None:
+        err = err[err["gpu"] == held_out]
+    return err.groupby(["network", "gpu"])["ape"].mean().groupby(level=0).mean()
+
+
 # ---------------------------------------------------------------------------- scenarios
 def _mapes(model: object, frames: list[tuple[pd.DataFrame, dict]]) -> list[float]:
     values = []
@@ -314,6 +372,7 @@ def main() -> None:
         print(f"| {name} | " + " | ".join(cells) + f" | <= {r['target']:.0f} |")
     _print_exclusions(detail, files, nets, n_files, args.quick)
     _print_roughness(sia, nets, detail)
+    _print_transfer_floor(sia, p_files, detail)
     if args.write:
         _write(detail)
 
@@ -329,6 +388,10 @@ def _print_exclusions(detail: dict[str, list[float]], files: list[str], nets: li
         print(f"- {name}: {np.mean(values):.1f} all; "
               f"{np.mean([values[i] for i in keep]):.1f} without deepspeech_tf (14% repeat "
               "noise)")
+    floors = {f: 100 * repeat_floor(_lattuada(f)) for f in files}
+    print("- lattuada repeat noise (each run predicted by the median of its configuration's other "
+          f"repeats): {np.mean(list(floors.values())):.1f} on average; " + ", ".join(
+              f"{f} {v:.1f}" for f, v in floors.items()))
     frames = [
         (_lattuada(f).pipe(lambda t: t[~_other_campaign(t)]),
          {"scenario": "threshold", "column": "depth", "threshold": t})
@@ -366,6 +429,25 @@ def _print_roughness(sia: pd.DataFrame, nets: list[str], detail: dict[str, list[
               f"{100 * floor['interior'].iloc[rows].mean():.1f} | "
               f"{np.mean([ends[i] for i in rows]):.1f} | "
               f"{100 * floor['end'].iloc[rows].mean():.1f} |")
+
+
+def _print_transfer_floor(sia: pd.DataFrame, p_files: list[str],
+                          detail: dict[str, list[float]]) -> None:
+    """GPU moves beside :func:`transfer_floor` of rank 0 and 1 (per network / file)."""
+    lattuada = pd.concat([_lattuada(f).assign(network=f) for f in p_files])
+    cases = [
+        ("lattuada GPU extrapolation (1080 Ti)", lattuada, ["gpu_count", "batch_size"],
+         "NVIDIA GeForce GTX 1080 Ti"),
+        ("sia2023 leave-one-GPU-out", sia, ["placement", "gpu_count", "local_batch_size"], None),
+    ]
+    print("\nGPU moves: default vs hindsight floors (transfer_floor: in-sample GPU factors fitted "
+          "knowing the held-out GPU; rank 0 = one speed per GPU for all networks, rank 1 = plus "
+          "one network-specific sensitivity), MAPE %:")
+    print("| scenario | default | floor, rank 0 | floor, rank 1 |")
+    print("| --- | ---: | ---: | ---: |")
+    for name, table, cols, held in cases:
+        floors = [100 * transfer_floor(table, cols, rank, held).mean() for rank in (0, 1)]
+        print(f"| {name} | {np.mean(detail[name]):.1f} | {floors[0]:.1f} | {floors[1]:.1f} |")
 
 
 def _write(detail: dict[str, list[float]]) -> None:
