@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from gpuperf_magics.model.anchored import AnchoredNetworkModel
 from gpuperf_magics.model.inputs import HARDWARE, Prepared, check_target, prepare
 from gpuperf_magics.model.paper import PaperNetworkModel
+from gpuperf_magics.model.pooled import MIN_NETWORKS, REQUIRED, PooledModel, fit_pooled
 from gpuperf_magics.model.transfer import (
     PRIOR_TRANSFER_MAPE,
     TransferPrior,
@@ -66,7 +67,9 @@ class _NetworkFit:
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
     """Predict the seconds a training run takes from profiled runs.
 
-    One model per ``network`` (a single model when the table has no ``network`` column).
+    One model per ``network`` (a single model when the table has no ``network`` column), and
+    with the default method one model across networks on their architecture (FLOPs per sample,
+    parameters, layer types: :mod:`~gpuperf_magics.model.pooled`) for networks never measured.
 
     Parameters
     ----------
@@ -110,6 +113,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         What to profile next.
     transfer_prior_ : TransferPrior
         ρ and measured error used for GPUs never measured.
+    pooled_ : PooledModel or None
+        The cross-network model for networks never measured; None with ``method="paper"`` or
+        when the table lacks the architecture columns (``arch_flops_fwd_bwd``) or has fewer
+        than 3 networks.
 
     Notes
     -----
@@ -189,6 +196,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             else float("nan")
         )
         self.low_confidence_ = any(f.n_configs < 4 for f in self.fits_.values())
+        self.pooled_: PooledModel | None = None
+        if self.method == "default" and prep.network is not None:
+            hw = tuple(c for c in HARDWARE if c in prep.features.columns)
+            self.pooled_ = fit_pooled(prep.features, prep.iterations, target, prep.network, hw,
+                                      self.transfer_prior_.rho)
         return self
 
     def _fit_network(
@@ -307,9 +319,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         -------
         DataFrame
             Indexed like ``X``; columns ``network``, ``time_s``, ``time_low_s``, ``time_high_s``,
-            ``per_iteration_s``, ``kind`` ("interpolation", "extrapolation" or "transfer"),
-            ``detail`` (why, e.g. "batch_size 512 > measured max 256"), ``expected_mape``
-            (fraction: the measured error for that kind of prediction).
+            ``per_iteration_s``, ``kind`` ("interpolation", "extrapolation", "transfer" or
+            "new network": a network without runs, predicted by :attr:`pooled_`), ``detail``
+            (why, e.g. "batch_size 512 > measured max 256"), ``expected_mape`` (fraction: the
+            measured error for that kind of prediction).
         """
         self._check_fitted()
         cov = self.coverage if coverage is None else coverage
@@ -325,10 +338,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             )
         nets = prep.network if prep.network is not None else np.full(len(prep.features), "*")
         unknown = sorted(set(nets) - set(self.fits_))
-        if unknown:
+        if unknown and self.pooled_ is None:
             raise ValueError(
-                f"network {unknown[0]!r} was not in the training data; known: "
-                + ", ".join(self.networks_)
+                f"network {unknown[0]!r} was not in the training data (known: "
+                + ", ".join(self.networks_) + "); a network never measured is predicted from "
+                f"at least {MIN_NETWORKS} measured networks with their architecture (columns "
+                + ", ".join(REQUIRED) + ", as %%profile_training records them)"
             )
         n = len(nets)
         out = {
@@ -343,8 +358,40 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         }
         for net in pd.unique(nets):
             rows = np.flatnonzero(nets == net)
-            self._predict_network(self.fits_[net], prep, rows, cov, out)
+            if net in self.fits_:
+                self._predict_network(self.fits_[net], prep, rows, cov, out)
+            else:
+                self._predict_new_network(prep, rows, cov, out)
         return pd.DataFrame(out, index=index)
+
+    def _predict_new_network(
+        self, prep: Prepared, rows: np.ndarray, cov: float, out: dict
+    ) -> None:
+        """Rows of a network without runs, from the cross-network model."""
+        pooled = self.pooled_
+        assert pooled is not None
+        feats = prep.features.iloc[rows].reset_index(drop=True)
+        pred = pooled.predict(feats, prep.iterations[rows])
+        expected = np.full(len(rows), pooled.cv_mape)
+        detail = (f"from the architecture of {len(pooled.networks)} measured networks "
+                  f"(FLOPs per sample, parameters, layer types)")
+        details = np.full(len(rows), detail, dtype=object)
+        if pooled.hw_cols:
+            measured = np.vstack([f.hardware for f in self.fits_.values() if len(f.hardware)])
+            hw = feats[list(pooled.hw_cols)].to_numpy()
+            known = np.isclose(hw[:, None, :], measured[None, :, :], rtol=1e-6).all(-1).any(1)
+            expected[~known] = np.maximum(expected[~known], MEASURED_MAPE["transfer"])
+            for i in np.flatnonzero(~known):
+                details[i] += f", on {prep.hardware_label[rows][i]} (never measured)"
+        # Out-of-network residuals where there are enough, else the expected error sets it.
+        half = np.maximum(_quantile(pooled.abs_logres, cov), -math.log(1 - cov) * expected)
+        out["time_s"][rows] = pred
+        out["time_low_s"][rows] = pred * np.exp(-half)
+        out["time_high_s"][rows] = pred * np.exp(half)
+        out["per_iteration_s"][rows] = pred / prep.iterations[rows]
+        out["kind"][rows] = "new network"
+        out["detail"][rows] = details
+        out["expected_mape"][rows] = expected
 
     def _predict_network(
         self, fit: _NetworkFit, prep: Prepared, rows: np.ndarray, cov: float, out: dict
@@ -534,7 +581,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             are what an unmeasured GPU of that architecture gets), ``"transfer method"``
             ("physical", "ratio" or "both", see :class:`TrainingTimeModel`; value: ρ),
             ``"cv_mape"``, ``"range"``, ``"transfer"`` (where ρ comes from; value: its
-            leave-one-GPU-out MAPE).
+            leave-one-GPU-out MAPE); then, with network ``"(new network)"``, the cross-network
+            model's ``"new network term"`` rows and its ``"new network cv_mape"``
+            (leave-one-network-out).
         """
         self._check_fitted()
         rows: list[dict[str, Any]] = []
@@ -557,6 +606,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             if fit.transfer is not None:
                 rows.append({"network": net, "item": "transfer", "name": fit.transfer.source,
                              "value": fit.transfer.mape})
+        if self.pooled_ is not None:
+            rows.extend(self.pooled_.report().assign(network="(new network)").to_dict("records"))
         return pd.DataFrame(rows, columns=["network", "item", "name", "value", "min", "max"])
 
     @staticmethod

@@ -13,8 +13,9 @@ What counts as a feature
   while one CUDA device is one die; measured times follow the per-device figure.)
 - Every other numeric or boolean column is a feature (``batch_size``, ``gpu_count``, ``depth``,
   ``arch_*``, image size ...), except columns that restate the target (names ending in ``_s``
-  such as ``it_median_s``, ``samples_per_s``), bookkeeping (:data:`IGNORED`) and those listed
-  in ``ignore``. Text, dict and list columns are ignored.
+  such as ``it_median_s``, ``samples_per_s``), bookkeeping (:data:`IGNORED`), a store's
+  measurement-quality columns (``other_cpu_load``, ``sync`` ...) and those listed in
+  ``ignore``. Text, dict and list columns are ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from gpuperf_magics.store.columns import group_of
 
 __all__ = ["CATALOG_TOLERANCE", "HARDWARE", "IGNORED", "Prepared", "check_target", "prepare"]
 
@@ -58,6 +61,11 @@ IGNORED = frozenset(
         "gpu_uuid",
         "gpu_driver",
         "gpu_cuda_driver",
+        "lr_last",
+        "epochs_seen",
+        "iterations_per_epoch",
+        "loader_batch_size",
+        "dataset_size",
     }
 )
 
@@ -122,6 +130,8 @@ def _numeric(frame: pd.DataFrame, col: str) -> np.ndarray:
 def _is_feature_column(frame: pd.DataFrame, col: str, ignore: Sequence[str]) -> bool:
     if col in ignore or col in IGNORED or col in ("network", "gpu", "iterations", "time_s"):
         return False
+    if group_of(col) == "quality":
+        return False  # how a run was measured (load, threads, sync), not what ran
     if col.endswith("_s") or (
         col.startswith("gpu_") and col not in HARDWARE and col != "gpu_count"
     ):
