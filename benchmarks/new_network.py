@@ -31,6 +31,7 @@ from torch import nn  # noqa: E402
 
 import gpuperf_magics as gm  # noqa: E402
 from gpuperf_magics.model import TrainingTimeModel, evaluate  # noqa: E402
+from gpuperf_magics.predict import robust_times  # noqa: E402
 
 
 def _mlp(width: int, depth: int) -> nn.Module:
@@ -138,7 +139,8 @@ def main() -> None:
             print(f"profiled {len(ZOO)} networks in {time.perf_counter() - start:.0f} s",
                   file=sys.stderr)
         runs = gm.Store(store).runs()
-        x, y = runs.drop(columns="time_s"), runs["time_s"]
+        # As %predict_time learns: a trimmed mean of the steady iterations (median if busy).
+        x, y = runs.drop(columns="time_s"), robust_times(gm.Store(store), runs)
         rows = {}
         for label, model in (("flops × k", FlopsBaseline()), ("default", TrainingTimeModel())):
             table = evaluate(model, x, y, "leave_one_out", column="network")
