@@ -1,7 +1,7 @@
 """The ``gpuperf`` command line: the store and the predictor without a notebook.
 
     gpuperf runs [--network NAME] [--csv]
-    gpuperf import FILE [--map COLUMN=CANONICAL ...] [--network NAME] [--gpu NAME]
+    gpuperf import FILE [--map COLUMN=CANONICAL ...] [--network NAME] [--gpu NAME] [--again]
     gpuperf predict [NAME] [--batch-size 32,64] [--iterations N | --epochs E [--samples N]]
                     [--gpu "A100 80GB,T4"] [--gpu-count N] [--set depth=50] [--csv]
     gpuperf evaluate [--scenario grouped] [--column C] [--threshold T] [--network NAME]
@@ -10,20 +10,32 @@
 Every command takes ``--store PATH`` (default: ``$GPUPERF_STORE``, else the per-user store).
 The commands share the code of the magics: :mod:`gpuperf_magics.predict` and
 :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
+
+``gpuperf import`` tags every row with a SHA-256 of the file's bytes and of ``--map``,
+``--network`` and ``--gpu`` (:data:`IMPORT_TAG`), and refuses a file whose fingerprint is
+already in the store unless ``--again`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
 #: Columns ``gpuperf runs`` prints (all columns with --csv).
 RUN_COLUMNS = ["run_id", "network", "batch_size", "iterations", "time_s", "it_median_s",
                "status", "gpu", "gpu_count", "source", "created_at"]
+
+#: Tag of imported rows: SHA-256 of the file's bytes and of the options that change the rows.
+#: Two files of one name are different imports; one file under two names is the same one.
+IMPORT_TAG = "import_sha256"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,16 +62,19 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("--network", help="network of every row (if the table has no column)")
     imp.add_argument("--gpu", help="GPU of every row (if the table has no column)")
     imp.add_argument("--again", action="store_true",
-                     help="import a file whose rows are already in the store")
+                     help="import a file whose rows (same content, same --map/--network/"
+                     "--gpu) are already in the store")
 
     pred = command("predict", "Predict training time for other configurations.")
     pred.add_argument("name", nargs="?", help="network (default: the latest run's)")
     pred.add_argument("--batch-size", metavar="B[,B...]", help="batch sizes, e.g. 32,64,128")
-    pred.add_argument("--iterations", type=int, metavar="N", help="iterations of the job")
-    pred.add_argument("--epochs", type=float, metavar="E", help="epochs of the job")
-    pred.add_argument("--samples", type=int, metavar="N", help="samples per epoch")
+    # Numbers are read as text and checked in _predict, so that "inf", "nan" or "0" get the
+    # same one-line error as every other mistake.
+    pred.add_argument("--iterations", metavar="N", help="iterations of the job")
+    pred.add_argument("--epochs", metavar="E", help="epochs of the job")
+    pred.add_argument("--samples", metavar="N", help="samples per epoch")
     pred.add_argument("--gpu", metavar="NAME[,NAME...]", help="GPUs to predict for")
-    pred.add_argument("--gpu-count", type=int, metavar="N", help="GPUs per job")
+    pred.add_argument("--gpu-count", metavar="N", help="GPUs per job")
     pred.add_argument("--set", action="append", metavar="FEATURE=VALUE",
                       help="value of another feature, e.g. depth=50 (repeatable)")
     pred.add_argument("--csv", action="store_true", help="the full table as CSV")
@@ -68,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--scenario", default="grouped",
                     help="random, grouped (default), threshold or leave_one_out")
     ev.add_argument("--column", help="column for threshold / leave_one_out (e.g. batch_size)")
-    ev.add_argument("--threshold", type=float, help="train on column <= threshold")
+    ev.add_argument("--threshold", help="train on column <= threshold")
     ev.add_argument("--network", help="network to evaluate (default: the latest run's)")
 
     command("demo", "Profile a small CNN on the CPU at a few batch sizes and predict.")
@@ -88,6 +103,38 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _number(option: str, text: str | None, *, whole: bool = False,
+            positive: bool = True) -> Any:
+    """An option's value as a finite (positive, whole) number; None when not given."""
+    if text is None:
+        return None
+    kind = "a whole number" if whole else "a number"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{option} expects {kind}, got {text!r}") from None
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise ValueError(f"{option} expects a finite{' positive' if positive else ''} "
+                         f"{kind[2:]}, got {text!r}")
+    if whole:
+        if value != int(value):
+            raise ValueError(f"{option} expects a whole number, got {text!r}")
+        return int(value)
+    return value
+
+
+def _fingerprint(path: Path, mapping: Mapping[str, str], network: str | None,
+                 gpu: str | None) -> str:
+    """SHA-256 of a file's bytes and of the import options that change the stored rows."""
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            digest.update(chunk)
+    options = {"map": sorted(mapping.items()), "network": network, "gpu": gpu}
+    digest.update(b"\0" + json.dumps(options, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
 def _import(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
 
@@ -98,16 +145,32 @@ def _import(args: argparse.Namespace) -> int:
             raise ValueError(f"--map expects COLUMN=CANONICAL, e.g. step_time=time_s; got {item!r}")
         mapping[source] = target
     store = Store(args.store)
-    source = f"import:{Path(args.file).name}"
-    already = store.runs(source=source)
-    if len(already) and not args.again:
-        raise ValueError(
-            f"{len(already)} row(s) of {Path(args.file).name} are already in {store.path} "
-            f"(run ids {already['run_id'].min()}–{already['run_id'].max()}); pass --again to "
-            "import them once more"
-        )
+    path = Path(args.file).expanduser()
+    tags, note = None, ""
+    if path.is_file():  # else import_table says what is wrong with the path
+        tags = {IMPORT_TAG: _fingerprint(path, mapping, args.network, args.gpu)}
+        runs = store.runs()
+        marks = runs["tags"].map(lambda t: t.get(IMPORT_TAG) if isinstance(t, dict) else None)
+        already = runs[marks == tags[IMPORT_TAG]]
+        if len(already) and not args.again:
+            names = ", ".join(sorted(set(already["source"].dropna().astype(str))))
+            raise ValueError(
+                f"{len(already)} row(s) of a file with the same content, imported with the "
+                f"same --map/--network/--gpu, are already in {store.path} (source {names}, "
+                f"run ids {already['run_id'].min()}–{already['run_id'].max()}); pass --again "
+                "to import them once more"
+            )
+        # Stores written before fingerprints know imports by file name only.
+        older = runs[(runs["source"] == f"import:{path.name}") & marks.isna()]
+        if len(older) and not args.again:
+            note = (f"gpuperf import: note: {len(older)} row(s) imported earlier from a file "
+                    f"named {path.name} (run ids {older['run_id'].min()}–"
+                    f"{older['run_id'].max()}) carry no content fingerprint, so they may be "
+                    "these rows again")
     ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
-                             gpu=args.gpu)
+                             gpu=args.gpu, tags=tags)
+    if note:
+        print(note, file=sys.stderr)
     print(f"imported {len(ids)} row(s) into {store.path} (run ids {ids[0]}–{ids[-1]})"
           if ids else "nothing to import")
     return 0
@@ -116,11 +179,15 @@ def _import(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from gpuperf_magics import predict
 
+    iterations = _number("--iterations", args.iterations, whole=True)
+    epochs = _number("--epochs", args.epochs)
+    samples = _number("--samples", args.samples, whole=True)
+    gpu_count = _number("--gpu-count", args.gpu_count, whole=True)
     result = predict.predict_time(
         args.store, args.name,
         batch_sizes=predict.parse_batch_sizes(args.batch_size),
-        iterations=args.iterations, epochs=args.epochs, samples=args.samples,
-        gpus=predict.parse_gpus(args.gpu), gpu_count=args.gpu_count,
+        iterations=iterations, epochs=epochs, samples=samples,
+        gpus=predict.parse_gpus(args.gpu), gpu_count=gpu_count,
         settings=predict.parse_settings(args.set),
     )
     if args.csv:
@@ -135,9 +202,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
     from gpuperf_magics.store import Store
 
+    threshold = _number("--threshold", args.threshold, positive=False)
     model, runs = fit_store(args.store, args.network)
     x, y = per_iteration_table(runs, model.store_features_, robust_times(Store(args.store), runs))
-    table = evaluate(model, x, y, args.scenario, column=args.column, threshold=args.threshold)
+    table = evaluate(model, x, y, args.scenario, column=args.column, threshold=threshold)
     print(table.to_string(index=False))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -42,17 +43,19 @@ def step_times(tmp_path) -> Path:
 
 def test_import_runs_predict_evaluate(tmp_path, step_times):
     store = tmp_path / "cli.sqlite"
-    out = gpuperf("import", str(step_times), "--map", "local_bsz=batch_size",
-                  "--map", "step_time=time_s", "--map", "sync_time=sync_time_s",
-                  "--network", "resnet18-cifar", "--gpu", "Tesla T4", store=store).stdout
+    options = ["--map", "local_bsz=batch_size", "--map", "step_time=time_s",
+               "--map", "sync_time=sync_time_s", "--network", "resnet18-cifar",
+               "--gpu", "Tesla T4"]
+    out = gpuperf("import", str(step_times), *options, store=store).stdout
     n = len(pd.read_csv(step_times))
     assert f"imported {n} row(s)" in out
     runs = gm.Store(store).runs()
     assert len(runs) == n and set(runs["gpu"]) == {"Tesla T4"}
     assert (runs["iterations"] == 1).all()
 
-    again = gpuperf("import", str(step_times), "--map", "local_bsz=batch_size",
-                    "--map", "step_time=time_s", store=store, check=False)
+    # The --map options in another order store the same rows: the same import.
+    again = gpuperf("import", str(step_times), *options[2:4], *options[:2], *options[4:],
+                    store=store, check=False)
     assert again.returncode == 2 and "--again" in again.stderr
     assert len(gm.Store(store).runs()) == n
 
@@ -92,3 +95,116 @@ def test_errors_are_one_line(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     proc = gpuperf("import", "x.csv", "--map", "nonsense", store=store, check=False)
     assert proc.returncode == 2 and "COLUMN=CANONICAL" in proc.stderr
+
+
+def _table(path: Path, times: tuple[float, float]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"network,batch_size,time_s\nnet,32,{times[0]}\nnet,64,{times[1]}\n")
+    return path
+
+
+def test_import_duplicates_are_found_by_content_and_options(tmp_path):
+    store = tmp_path / "cli.sqlite"
+    good = _table(tmp_path / "good.csv", (0.5, 0.9))
+    other = _table(tmp_path / "other" / "good.csv", (0.7, 1.1))
+    gpuperf("import", str(good), "--gpu", "T4", store=store)
+    # Same name, other content and options: a different import.
+    gpuperf("import", str(other), "--network", "net2", "--gpu", "V100", store=store)
+    assert len(gm.Store(store).runs()) == 4
+
+    again = gpuperf("import", str(good), "--gpu", "T4", store=store, check=False)
+    assert again.returncode == 2 and "--again" in again.stderr and "Traceback" not in again.stderr
+    assert "import:good.csv" in again.stderr and "run ids 1–2" in again.stderr
+    renamed = tmp_path / "renamed.csv"
+    renamed.write_bytes(good.read_bytes())  # same bytes under another name: the same rows
+    assert gpuperf("import", str(renamed), "--gpu", "T4", store=store,
+                   check=False).returncode == 2
+    assert len(gm.Store(store).runs()) == 4
+
+    # Other options store other rows: not a duplicate.
+    gpuperf("import", str(good), "--gpu", "A100", store=store)
+    gpuperf("import", str(good), "--gpu", "T4", "--map", "time_s=time_s", store=store)
+    gpuperf("import", str(good), "--gpu", "T4", "--again", store=store)
+    runs = gm.Store(store).runs()
+    assert len(runs) == 10
+    assert runs["tags"].map(lambda t: len(t["import_sha256"]) == 64).all()
+    assert runs["source"].tolist() == ["import:good.csv"] * 10
+
+
+def test_import_into_a_store_of_file_name_records(tmp_path):
+    """Rows imported before fingerprints (source only) never block nor crash an import."""
+    store = tmp_path / "old.sqlite"
+    good = _table(tmp_path / "good.csv", (0.5, 0.9))
+    gm.Store(store).import_table(good, network="net")  # source "import:good.csv", no tag
+    other = _table(tmp_path / "other" / "good.csv", (0.7, 1.1))
+    proc = gpuperf("import", str(other), store=store)
+    assert "imported 2 row(s)" in proc.stdout
+    assert "note:" in proc.stderr and "run ids 1–2" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert gpuperf("import", str(other), store=store, check=False).returncode == 2
+    assert len(gm.Store(store).runs()) == 4
+
+
+def test_import_rejects_an_unknown_gpu(tmp_path):
+    store = tmp_path / "cli.sqlite"
+    good = _table(tmp_path / "good.csv", (0.5, 0.9))
+    proc = gpuperf("import", str(good), "--gpu", "FooGPU", store=store, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "unknown GPU 'FooGPU'" in proc.stderr and "lines 2, 3" in proc.stderr
+    proc = gpuperf("import", str(good), "--gpu", "Tesla T44", store=store, check=False)
+    assert proc.returncode == 2 and "close matches: Tesla T4" in proc.stderr
+    assert gm.Store(store).runs().empty
+    # A retry with the right name is not taken for a duplicate of the refused one.
+    gpuperf("import", str(good), "--gpu", "Tesla T4", store=store)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "what"),
+    [
+        ("--epochs", "inf", "finite positive number"),
+        ("--epochs", "nan", "finite positive number"),
+        ("--epochs", "0", "finite positive number"),
+        ("--epochs", "-2", "finite positive number"),
+        ("--epochs", "two", "expects a number"),
+        ("--iterations", "1e400", "finite positive whole number"),
+        ("--iterations", "1.5", "whole number"),
+        ("--samples", "nan", "finite positive whole number"),
+        ("--gpu-count", "0", "finite positive whole number"),
+        ("--gpu-count", "inf", "finite positive whole number"),
+        ("--batch-size", "32,inf", "--batch-size expects integers"),
+        ("--batch-size", "0", "--batch-size expects positive integers"),
+    ],
+)
+def test_numeric_options_must_be_finite_and_positive(tmp_path, capsys, option, value, what):
+    from gpuperf_magics.cli import main
+
+    store = tmp_path / "cli.sqlite"
+    _table(tmp_path / "good.csv", (0.5, 0.9))
+    assert main(["import", str(tmp_path / "good.csv"), "--store", str(store)]) == 0
+    capsys.readouterr()
+    assert main(["predict", option, value, "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpuperf predict: error: {option}") and what in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_numeric_option_errors_through_the_command(tmp_path):
+    store = tmp_path / "cli.sqlite"
+    for value in ("inf", "nan"):
+        proc = gpuperf("predict", "--epochs", value, store=store, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert proc.stderr.strip() == (
+            f"gpuperf predict: error: --epochs expects a finite positive number, got '{value}'"
+        )
+    proc = gpuperf("evaluate", "--threshold", "nan", store=store, check=False)
+    assert proc.returncode == 2 and "--threshold expects a finite number" in proc.stderr
+
+
+def test_numeric_options_accept_whole_numbers_in_any_spelling(tmp_path):
+    store = tmp_path / "cli.sqlite"
+    gpuperf("import", str(_table(tmp_path / "good.csv", (0.5, 0.9))), "--gpu", "T4",
+            store=store)
+    out = gpuperf("predict", "--batch-size", "32", "--iterations", "1e3", "--gpu-count", "1",
+                  "--csv", store=store).stdout
+    frame = pd.read_csv(io.StringIO(out))
+    assert frame["iterations"].tolist() == [1000]

@@ -347,6 +347,66 @@ def test_a_bad_row_keeps_every_row_out(store: Store) -> None:
     assert len(store.runs()) == 1 and store.revision() == revision
 
 
+def test_unknown_gpu_is_rejected_with_line_and_close_matches(store: Store, tmp_path: Path) -> None:
+    path = write_csv(tmp_path, (
+        "network,batch_size,time_s,gpu\n"
+        "mlp,4,1.0,Tesla T4\n"
+        "mlp,8,1.5,Tesla T44\n"
+        "mlp,8,1.5,FooGPU\n"
+        "mlp,16,2.0,2080\n"
+        "mlp,16,2.0,\n"
+    ))
+    with pytest.raises(ImportValidationError) as info:
+        store.import_table(path)
+    message = str(info.value)
+    assert len(info.value.problems) == 3
+    assert "unknown GPU 'Tesla T44' at line 3; close matches: Tesla T4" in message
+    assert "unknown GPU 'FooGPU' at line 4; no close match" in message
+    assert "'2080' is ambiguous at line 5; close matches: NVIDIA GeForce RTX 2080" in message
+    assert "gpu_fp32_tflops and gpu_bandwidth_gbs" in message
+    assert not store.path.exists()
+
+
+def test_unknown_gpu_argument_is_rejected(store: Store) -> None:
+    frame = pd.DataFrame({"time_s": [1.0, 2.0], "batch_size": [4, 8]})
+    with pytest.raises(ImportValidationError,
+                       match=r"column 'gpu' \(the gpu argument\): unknown GPU 'FooGPU' "
+                       r"at index labels 0, 1"):
+        store.import_table(frame, network="n", gpu="FooGPU")
+    assert store.revision() == 0
+    # Spellings the catalog resolves are kept as given.
+    store.import_table(frame, network="n", gpu="a100 80gb")
+    assert store.runs()["gpu"].tolist() == ["a100 80gb"] * 2
+
+
+def test_unknown_gpu_with_its_own_figures_is_accepted(store: Store, tmp_path: Path) -> None:
+    header = "network,batch_size,time_s,gpu,gpu_fp32_tflops,gpu_bandwidth_gbs\n"
+    path = write_csv(tmp_path, header + "mlp,4,1.0,FooGPU,20.5,900\nmlp,8,1.5,FooGPU,,900\n")
+    with pytest.raises(ImportValidationError) as info:
+        store.import_table(path)
+    assert len(info.value.problems) == 1  # only the row without both figures
+    assert "unknown GPU 'FooGPU' at line 3;" in info.value.problems[0]
+    path = write_csv(tmp_path, header + "mlp,4,1.0,FooGPU,20.5,900\nmlp,8,1.5,FooGPU,20.5,900\n")
+    assert store.import_table(path) == [1, 2]
+    runs = store.runs()
+    assert runs["gpu"].tolist() == ["FooGPU"] * 2
+    assert runs["gpu_fp32_tflops"].tolist() == [20.5, 20.5]
+
+
+def test_gpu_added_to_the_catalog_is_accepted(store: Store) -> None:
+    from gpuperf_magics.hardware import catalog
+
+    frame = pd.DataFrame({"time_s": [1.0], "batch_size": [4]})
+    catalog.add_gpus(pd.DataFrame({"name": ["Lab GPU X1"], "gpu_memory_gb": [24.0],
+                                   "gpu_bandwidth_gbs": [700.0], "gpu_fp32_tflops": [30.0]}))
+    try:
+        assert store.import_table(frame, network="n", gpu="Lab GPU X1") == [1]
+    finally:
+        catalog.clear_user_gpus()
+    with pytest.raises(ImportValidationError, match="unknown GPU 'Lab GPU X1'"):
+        store.import_table(frame, network="n", gpu="Lab GPU X1")
+
+
 # --------------------------------------------------------------------------- properties
 BAD_CELLS = {
     "time_s": [None, "abc", -1.0, 0, "1,5", "inf", -1e-9],

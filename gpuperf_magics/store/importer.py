@@ -26,6 +26,8 @@ __all__ = ["RowLocator", "prepare_records", "source_name", "text_columns"]
 #: Columns a table must have after the mapping (``network`` may come from the argument).
 REQUIRED = ("time_s", "batch_size")
 _MAX_ROWS_SHOWN = 8
+#: Hardware figures that let a row name a GPU the catalog lacks (what predictions need).
+_GPU_FIGURES = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
 
 
 @dataclass(frozen=True)
@@ -73,10 +75,10 @@ class _Problems:
     lines: list[str] = field(default_factory=list)
 
     def add(self, column: str, what: str, positions: list[int] | None = None,
-            example: Any = None) -> None:
+            example: Any = None, hint: str = "") -> None:
         where = f" at {self.locator.describe(positions)}" if positions else ""
         shown = f" (e.g. {example!r})" if example is not None else ""
-        self.lines.append(f"column {column}: {what}{where}{shown}")
+        self.lines.append(f"column {column}: {what}{where}{shown}{hint}")
 
 
 def text_columns(header: list[str], mapping: Mapping[str, str | None] | None) -> list[str]:
@@ -303,7 +305,9 @@ def prepare_records(
     Raises
     ------
     ImportValidationError
-        Listing every problem found; no record is returned then.
+        Listing every problem found; no record is returned then. A ``gpu`` name the hardware
+        catalog cannot resolve is a problem unless its row fills ``gpu_fp32_tflops`` and
+        ``gpu_bandwidth_gbs`` (what a prediction would otherwise take from the catalog).
     """
     problems = _Problems(locator)
     mapped, labels = _apply_mapping(frame, mapping, what)
@@ -400,6 +404,8 @@ def prepare_records(
         else:
             nested[group][name] = table.typed(name, KINDS.get(name))
 
+    _check_gpus(table, gpus, nested["hardware"])
+
     if problems.lines:
         count = len(problems.lines)
         message = (
@@ -435,6 +441,42 @@ def prepare_records(
         record["notes"] = []
         records.append(record)
     return records
+
+
+def _check_gpus(table: _Table, gpus: list[Any], hardware: Mapping[str, list[Any]]) -> None:
+    """Report GPU names the catalog cannot resolve, unless the row gives the figures itself.
+
+    Predictions need each GPU's FP32 peak and memory bandwidth: from the catalog by name, or
+    from the row's own ``gpu_fp32_tflops`` and ``gpu_bandwidth_gbs``. A name that gives
+    neither would be stored and only fail later, far from the file that caused it.
+    """
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+
+    figures = [hardware.get(name, [None] * table.n) for name in _GPU_FIGURES]
+    unresolved: dict[str, tuple[UnknownGPUError, list[int]]] = {}
+    for pos, name in enumerate(gpus):
+        if not isinstance(name, str) or not name.strip():
+            continue
+        if all(values[pos] is not None for values in figures):
+            continue
+        if name in unresolved:
+            unresolved[name][1].append(pos)
+            continue
+        try:
+            lookup(name)
+        except UnknownGPUError as exc:
+            unresolved[name] = (exc, [pos])
+    for name, (error, positions) in unresolved.items():
+        label = table.label("gpu") if table.has("gpu") else "'gpu' (the gpu argument)"
+        what = error.reason.split(";")[0] if error.reason else f"unknown GPU {name!r}"
+        close = (f"; close matches: {', '.join(error.candidates)}" if error.candidates
+                 else "; no close match among gpuperf_magics.gpus()")
+        table.problems.add(
+            label, what, positions,
+            hint=f"{close}; a GPU the catalog lacks needs the columns "
+            f"{' and '.join(_GPU_FIGURES)} filled in its rows (or "
+            "gpuperf_magics.hardware.catalog.add_gpus)",
+        )
 
 
 def _derive(record: dict[str, Any]) -> None:
