@@ -1,20 +1,102 @@
 """The what-if panel: ipywidgets controls over :func:`gpuperf_magics.predict.predict_time`.
 
-``%predict_time --widget`` (or :func:`what_if`) shows a batch size, a job length, a GPU and a
-GPU count, plus a control per numeric feature of the store; every change re-predicts (about
-10 ms with the fitted model cached) and shows the answer with its kind and measured error.
+``%predict_time --widget`` (or :func:`what_if`) shows a batch size, a job length (epochs ×
+samples per epoch, or iterations), a GPU and a GPU count, plus a control per numeric feature of
+the store; every change re-predicts (about 10 ms with the fitted model cached) and shows the
+answer with its kind and measured error, and the assumptions it rests on.
 """
 
 from __future__ import annotations
 
 import html
+import math
+import numbers
 from typing import Any
 
 __all__ = ["WhatIfPanel", "what_if"]
 
+#: Samples per epoch the panel starts from when the store records no dataset size.
+ASSUMED_SAMPLES = 50_000
+#: Epochs the panel starts from when none are given.
+DEFAULT_EPOCHS = 10
+
+# Bounds of the controls: a starting value outside them would be clamped silently by the
+# bounded widgets, so it is refused instead.
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "batch_size": (1, 1_000_000),
+    "gpu_count": (1, 1024),
+    "epochs": (0.01, 1_000_000),
+    "iterations": (1, 10**15),
+    "samples": (1, 10**12),
+}
+_CPU_LABEL = "this CPU (measured)"
+
+
+def _number_text(value: float) -> str:
+    return f"{value:,}" if float(value).is_integer() else f"{value:g}"
+
+
+def _starting_value(name: str, value: Any, *, whole: bool) -> Any:
+    """``value`` checked as the starting value of control ``name`` (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    if whole and not number.is_integer():
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    low, high = _BOUNDS[name]
+    if not low <= number <= high:
+        raise ValueError(f"{name} must be between {_number_text(low)} and "
+                         f"{_number_text(high)}, got {value!r}")
+    return int(number) if whole else number
+
+
+def _catalog_names(gpus: Any) -> list[str]:
+    """Catalog names of the GPUs asked for, in order, without repeats.
+
+    Raises
+    ------
+    ValueError
+        A name is not a string, or the catalog does not know it
+        (:class:`~gpuperf_magics.hardware.catalog.UnknownGPUError`, with close matches).
+    """
+    from gpuperf_magics.hardware.catalog import lookup
+
+    if gpus is None:
+        return []
+    names = [gpus] if isinstance(gpus, str) else list(gpus)
+    out: list[str] = []
+    for name in names:
+        if not isinstance(name, str):
+            raise ValueError(f"gpus must be GPU names (strings), got {name!r}")
+        canonical = str(lookup(name)["gpu_name"])
+        if canonical not in out:
+            out.append(canonical)
+    return out
+
+
+def _catalog_name(name: str | None) -> str | None:
+    """The catalog's name of a measured GPU, or None when the catalog does not know it."""
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+
+    if name is None:
+        return None
+    try:
+        return str(lookup(name)["gpu_name"])
+    except UnknownGPUError:
+        return None
+
 
 class WhatIfPanel:
-    """A panel of controls and a result line; ``panel.widget`` is what a notebook displays.
+    """A panel of controls and a result area; ``panel.widget`` is what a notebook displays.
+
+    The keyword arguments are the controls' starting values (what ``%predict_time -w`` passes
+    on from its options); left out, they come from the network's latest run. A network whose
+    runs cannot be fitted opens the panel all the same, with the reason in the result area,
+    and the other networks of the store stay selectable.
 
     Parameters
     ----------
@@ -22,110 +104,289 @@ class WhatIfPanel:
         The store whose completed runs the model learns from.
     network : str, optional
         Network shown first (default: the latest run's).
+    batch_size : int, optional
+        Batch size (default: the latest run's, else 32).
+    gpus : list of str, optional
+        GPUs to look at, by any name of :func:`gpuperf_magics.gpus` (matched tolerantly, as
+        ``--gpu`` is). The first is selected; all of them are listed first among the GPU
+        choices, after the measured device. A single string is one name.
+    gpu_count : int, optional
+        GPUs per job (default: as measured, at least 1); used when a GPU is selected.
+    epochs : float, optional
+        Epochs of the job (default 10); the job's iterations are epochs × ⌈samples ÷ batch⌉.
+    iterations : int, optional
+        Iterations of the job, instead of epochs: the panel opens with the job length given
+        in iterations. Not together with ``epochs``.
+    samples : int, optional
+        Samples per epoch (default: the dataset size the store recorded, else 50,000, which
+        the panel then says it assumed).
+
+    Raises
+    ------
+    ValueError
+        A starting value is not a finite positive number within the control's range, a GPU
+        name is unknown (:class:`~gpuperf_magics.hardware.catalog.UnknownGPUError`, with close
+        matches), or both ``epochs`` and ``iterations`` are given.
+    PredictionError
+        The store has no completed run, or ``network`` is not one of its networks.
+
+    Attributes
+    ----------
+    widget : ipywidgets.VBox
+        The panel to display.
+    result : ipywidgets.HTML
+        The answer, the notes on what it assumes, or why there is no answer.
+    text : str
+        ``result`` as plain text.
     """
 
-    def __init__(self, store: Any = None, network: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Any = None,
+        network: str | None = None,
+        *,
+        batch_size: int | None = None,
+        gpus: list[str] | None = None,
+        gpu_count: int | None = None,
+        epochs: float | None = None,
+        iterations: int | None = None,
+        samples: int | None = None,
+    ) -> None:
+        import ipywidgets as w
+
+        from gpuperf_magics.predict import _resolve_network, fit_store, predict_time
+        from gpuperf_magics.store import Store
+
+        batch_size = _starting_value("batch_size", batch_size, whole=True)
+        gpu_count = _starting_value("gpu_count", gpu_count, whole=True)
+        epochs = _starting_value("epochs", epochs, whole=False)
+        iterations = _starting_value("iterations", iterations, whole=True)
+        samples = _starting_value("samples", samples, whole=True)
+        if iterations is not None and epochs is not None:
+            raise ValueError("give either iterations or epochs (× samples), not both")
+        self._requested = _catalog_names(gpus)
+
+        self._predict_time = predict_time
+        self._fit_store = fit_store
+        self.store = store if isinstance(store, Store) else Store(store)
+        all_runs = self.store.runs(status="ok")
+        if all_runs.empty:
+            fit_store(self.store, network)  # raises: nothing to learn from, and says what to do
+        first = _resolve_network(all_runs, network)
+
+        self._quiet = True  # no prediction while the controls are being set up
+        self._samples_source = "given" if samples is not None else "assumed"
+        self._here = _CPU_LABEL
+        self._measured: str | None = None
+        self._error: str | None = None
+        style = {"description_width": "110px"}
+        layout = w.Layout(width="420px")
+        self._style, self._layout = style, layout
+        self.network = w.Dropdown(options=list(dict.fromkeys(all_runs["network"])), value=first,
+                                  description="network", style=style, layout=layout)
+        self.batch_size = w.BoundedIntText(value=batch_size or 32, min=1, max=1_000_000,
+                                           description="batch size", style=style, layout=layout)
+        self.length = w.ToggleButtons(
+            options=[("epochs × samples", "epochs"), ("iterations", "iterations")],
+            value="iterations" if iterations is not None else "epochs",
+            description="job length", style=style)
+        self.epochs = w.BoundedFloatText(value=epochs or DEFAULT_EPOCHS, min=0.01,
+                                         max=1_000_000, description="epochs", style=style,
+                                         layout=layout)
+        self.samples = w.BoundedIntText(value=samples or ASSUMED_SAMPLES, min=1, max=10**12,
+                                        description="samples / epoch", style=style,
+                                        layout=layout)
+        self.iterations = w.BoundedIntText(value=iterations or 1000, min=1, max=10**15,
+                                           description="iterations", style=style, layout=layout)
+        self.gpu = w.Dropdown(options=[_CPU_LABEL], value=_CPU_LABEL, description="GPU",
+                              style=style, layout=layout)
+        self.gpu_count = w.BoundedIntText(value=gpu_count or 1, min=1, max=1024,
+                                          description="GPUs", style=style, layout=layout)
+        self.features: dict[str, Any] = {}
+        self._feature_box = w.VBox()
+        self.result = w.HTML()
+
+        self._load_network(first, opening=True, batch_size=batch_size, samples=samples,
+                           gpu_count=gpu_count)
+        self.samples.observe(self._samples_edited, names="value")
+        self.length.observe(self._length_changed, names="value")
+        self.network.observe(self._network_changed, names="value")
+        for control in (self.batch_size, self.epochs, self.samples, self.iterations, self.gpu,
+                        self.gpu_count):
+            control.observe(self._update, names="value")
+        self._show_length()
+        self.widget = w.VBox([self.network, self.batch_size, self.length, self.epochs,
+                              self.samples, self.iterations, self.gpu, self.gpu_count,
+                              self._feature_box, self.result])
+        self._quiet = False
+        self._update()
+
+    # ------------------------------------------------------------------ network
+    def _load_network(
+        self, network: str, *, opening: bool = False, batch_size: int | None = None,
+        samples: int | None = None, gpu_count: int | None = None,
+    ) -> None:
+        """Fit ``network`` (or keep why it cannot be fitted) and set the controls from its
+        latest run, except where a starting value was given. Opening, the GPU and the GPU
+        count are set too; later, the user's choice of GPU and GPU count is kept."""
         import ipywidgets as w
         import pandas as pd
 
         from gpuperf_magics.hardware.catalog import gpus
-        from gpuperf_magics.predict import BASE_FEATURES, fit_store, predict_time
+        from gpuperf_magics.predict import BASE_FEATURES, PredictionError
+        from gpuperf_magics.store import StoreError
 
-        self._predict_time = predict_time
-        self.store = store
-        model, runs = fit_store(store, network)
-        first = predict_time(store, network, iterations=1)
-        latest = runs.iloc[-1]
-        measured_gpu = first.frame["gpu"].iloc[0]
-        measured_gpu = measured_gpu if isinstance(measured_gpu, str) else None
-        style = {"description_width": "110px"}
-        layout = w.Layout(width="420px")
-        from gpuperf_magics.store import Store
+        model = None
+        try:
+            model, runs = self._fit_store(self.store, network)
+            self._error = None
+        except (PredictionError, StoreError) as exc:
+            self._error = str(exc)
+            try:
+                runs = self.store.runs(status="ok", network=network)
+            except StoreError:
+                runs = self.store.runs(status="ok").iloc[:0]
+        latest = runs.iloc[-1] if len(runs) else pd.Series(dtype=object)
 
-        networks = Store(store) if not isinstance(store, Store) else store
-        self.network = w.Dropdown(
-            options=list(dict.fromkeys(networks.runs(status="ok")["network"])),
-            value=first.network, description="network", style=style, layout=layout)
-        batch = int(latest["batch_size"]) if pd.notna(latest["batch_size"]) else 32
-        self.batch_size = w.BoundedIntText(value=batch, min=1, max=1_000_000,
-                                           description="batch size", style=style, layout=layout)
+        gpu = latest.get("gpu")
+        self._measured = gpu if isinstance(gpu, str) and gpu else None
+        measured_name = _catalog_name(self._measured)
+        previous_here, chosen = self._here, self.gpu.value
+        self._here = self._measured or _CPU_LABEL
+        others = [str(g) for g in gpus()["name"] if g != measured_name]
+        listed = [g for g in self._requested if g in others]
+        options = [self._here, *listed, *[g for g in others if g not in listed]]
+        if opening and self._requested:
+            wanted = self._requested[0]
+        elif chosen != previous_here:
+            wanted = chosen
+        else:
+            wanted = self._here
+        self.gpu.options = options
+        self.gpu.value = wanted if wanted in options else self._here
+
+        if batch_size is not None:
+            self.batch_size.value = batch_size
+        elif pd.notna(latest.get("batch_size")):
+            self.batch_size.value = int(latest["batch_size"])
         dataset = latest.get("dataset_size")
-        self.epochs = w.BoundedFloatText(value=10, min=0.01, max=1e6, description="epochs",
-                                         style=style, layout=layout)
-        self.samples = w.BoundedIntText(
-            value=int(dataset) if pd.notna(dataset) and dataset else 50_000, min=1,
-            max=10**12, description="samples / epoch", style=style, layout=layout)
-        here = measured_gpu or "this CPU (measured)"
-        self._here = here
-        self.gpu = w.Dropdown(options=[here, *[g for g in gpus()["name"] if g != measured_gpu]],
-                              value=here, description="GPU", style=style, layout=layout)
-        self.gpu_count = w.BoundedIntText(value=max(1, int(latest["gpu_count"] or 0)), min=1,
-                                          max=1024, description="GPUs", style=style,
-                                          layout=layout)
-        self.features = {
-            name: w.FloatText(value=float(latest[name]), description=name, style=style,
-                              layout=layout)
-            for name in model.store_features_ if name not in BASE_FEATURES
-        }
-        self.result = w.HTML()
-        controls = [self.network, self.batch_size, self.epochs, self.samples, self.gpu,
-                    self.gpu_count, *self.features.values()]
-        for control in controls:
-            control.observe(self._update, names="value")
-        self.network.observe(self._network_changed, names="value")
-        self.widget = w.VBox([*controls, self.result])
-        self._update()
+        if samples is None and pd.notna(dataset) and dataset:
+            self.samples.value = int(dataset)
+            self._samples_source = "recorded"
+        elif self._samples_source == "recorded":
+            # The previous network's dataset is not this one's: an assumption from now on.
+            self._samples_source = "assumed"
+        if gpu_count is not None:
+            self.gpu_count.value = gpu_count
+        elif opening and pd.notna(latest.get("gpu_count")):
+            self.gpu_count.value = max(1, int(latest["gpu_count"]))
+
+        self.features = {}
+        if model is not None:
+            for name in model.store_features_:
+                if name in BASE_FEATURES:
+                    continue
+                known = runs[name].dropna()
+                control = w.FloatText(value=float(known.iloc[-1]), description=name,
+                                      style=self._style, layout=self._layout)
+                control.observe(self._update, names="value")
+                self.features[name] = control
+        self._feature_box.children = tuple(self.features.values())
 
     def _network_changed(self, change: Any) -> None:
         """Take the new network's latest batch size and dataset size as the starting point."""
-        import pandas as pd
-
-        from gpuperf_magics.predict import PredictionError, fit_store
-
+        self._quiet = True
         try:
-            _, runs = fit_store(self.store, change["new"])
-        except PredictionError:
-            return
-        latest = runs.iloc[-1]
-        with self.batch_size.hold_trait_notifications():
-            if pd.notna(latest["batch_size"]):
-                self.batch_size.value = int(latest["batch_size"])
-            dataset = latest.get("dataset_size")
-            if pd.notna(dataset) and dataset:
-                self.samples.value = int(dataset)
+            self._load_network(change["new"])
+        finally:
+            self._quiet = False
         self._update()
 
-    def _update(self, change: Any = None) -> None:
-        from gpuperf_magics.predict import PredictionError, format_duration
+    # ------------------------------------------------------------------ job length
+    def _samples_edited(self, change: Any) -> None:
+        if not self._quiet:
+            self._samples_source = "user"
 
-        on_gpu = self.gpu.value != self._here or not self._here.startswith("this CPU")
+    def _length_changed(self, change: Any) -> None:
+        self._show_length()
+        self._update()
+
+    def _show_length(self) -> None:
+        by_epochs = self.length.value == "epochs"
+        self.epochs.disabled = self.samples.disabled = not by_epochs
+        self.iterations.disabled = by_epochs
+
+    # ------------------------------------------------------------------ answer
+    def _notes(self, on_gpu: bool) -> list[str]:
+        """What the answer assumes that the user did not say."""
+        notes = []
+        if self.length.value == "epochs" and self._samples_source == "assumed":
+            notes.append(f"no dataset size recorded for {self.network.value!r}: assuming "
+                         f"{self.samples.value:,} samples per epoch; set samples / epoch to "
+                         "your dataset's size")
+        if not on_gpu and self.gpu_count.value > 1:
+            notes.append(f"GPUs = {self.gpu_count.value} applies to a GPU: this answer is for "
+                         "the measured CPU; choose a GPU to use it")
+        return notes
+
+    def _show_error(self, message: str) -> None:
+        hint = ""
+        if len(self.network.options) > 1:
+            hint = "<p>Choose another network above.</p>"
+        self.result.value = f"<p style='color:#b00'>{html.escape(message)}</p>{hint}"
+
+    def _update(self, change: Any = None) -> None:
+        from gpuperf_magics.hardware.catalog import UnknownGPUError
+        from gpuperf_magics.predict import PredictionError, format_duration
+        from gpuperf_magics.store import StoreError
+
+        if self._quiet:
+            return
+        if self._error is not None:
+            self._show_error(self._error)
+            return
+        on_gpu = self.gpu.value != self._here or self._measured is not None
+        if self.length.value == "epochs":
+            length: dict[str, Any] = {"epochs": self.epochs.value,
+                                      "samples": self.samples.value}
+        else:
+            length = {"iterations": self.iterations.value}
         try:
             prediction = self._predict_time(
                 self.store, self.network.value, batch_sizes=[self.batch_size.value],
-                epochs=self.epochs.value, samples=self.samples.value,
                 gpus=[self.gpu.value] if self.gpu.value != self._here else None,
                 gpu_count=self.gpu_count.value if on_gpu else None,
-                settings={k: v.value for k, v in self.features.items()},
+                settings={k: v.value for k, v in self.features.items()}, **length,
             )
-        except PredictionError as exc:
-            self.result.value = f"<p style='color:#b00'>{html.escape(str(exc))}</p>"
+        except (PredictionError, UnknownGPUError, StoreError) as exc:
+            self._show_error(str(exc))
             return
         row = prediction.frame.iloc[-1]
+        if self.length.value == "epochs":
+            # Shown for reference, and the starting point when switching to iterations.
+            self._quiet = True
+            try:
+                self.iterations.value = min(int(row["iterations"]), 10**15)
+            finally:
+                self._quiet = False
         kind = row["kind"] + (f" ({row['detail']})" if row["detail"] else "")
+        notes = "".join(f"<p style='color:#8a5a00'>note: {html.escape(n)}</p>"
+                        for n in self._notes(on_gpu))
         self.result.value = (
             f"<p style='font-size:1.3em'><b>{format_duration(row['time_s'])}</b> "
             f"for {int(row['iterations']):,} iterations "
             f"({format_duration(row['time_low_s'])} – {format_duration(row['time_high_s'])})"
             f"</p><p>{html.escape(kind)} · expected error ±{100 * row['expected_mape']:.0f}% · "
-            f"{html.escape(prediction.header())}</p>"
+            f"{html.escape(prediction.header())}</p>{notes}"
         )
 
     @property
     def text(self) -> str:
-        """The current answer as plain text (for tests and logs)."""
+        """The current answer as plain text, one paragraph a line (for tests and logs)."""
         import re
 
-        return html.unescape(re.sub(r"<[^>]+>", "", self.result.value))
+        paragraphs = re.sub(r"</p>\s*", "\n", self.result.value)
+        return html.unescape(re.sub(r"<[^>]+>", "", paragraphs)).strip()
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -133,6 +394,45 @@ class WhatIfPanel:
         display(self.widget)
 
 
-def what_if(store: Any = None, network: str | None = None) -> WhatIfPanel:
-    """The what-if panel for a store (display it as the last expression of a cell)."""
-    return WhatIfPanel(store, network)
+def what_if(
+    store: Any = None,
+    network: str | None = None,
+    *,
+    batch_size: int | None = None,
+    gpus: list[str] | None = None,
+    gpu_count: int | None = None,
+    epochs: float | None = None,
+    iterations: int | None = None,
+    samples: int | None = None,
+) -> WhatIfPanel:
+    """The what-if panel for a store (display it as the last expression of a cell).
+
+    Parameters
+    ----------
+    store : path or Store, optional
+        The store to learn from (default: ``$GPUPERF_STORE`` or the per-user store).
+    network : str, optional
+        Network shown first (default: the latest run's).
+    batch_size, gpus, gpu_count, epochs, iterations, samples : optional
+        Starting values of the controls, as for :class:`WhatIfPanel` (``%predict_time -w``
+        passes ``--batch-size``, ``--gpu``, ``--gpu-count``, ``--epochs``, ``--iterations``
+        and ``--samples`` here).
+
+    Returns
+    -------
+    WhatIfPanel
+
+    Raises
+    ------
+    ValueError
+        A starting value is invalid or a GPU name unknown (see :class:`WhatIfPanel`).
+    PredictionError
+        The store has no completed run, or ``network`` is not one of its networks. A
+        network whose runs cannot be fitted opens the panel with the reason shown in it.
+
+    Examples
+    --------
+    >>> what_if("runs.sqlite", batch_size=48, gpus=["T4"], epochs=3, samples=1000)  # doctest: +SKIP
+    """
+    return WhatIfPanel(store, network, batch_size=batch_size, gpus=gpus, gpu_count=gpu_count,
+                       epochs=epochs, iterations=iterations, samples=samples)

@@ -1,10 +1,18 @@
-"""The what-if panel on a store filled by real profiled CPU runs."""
+"""The what-if panel on stores filled by real profiled CPU runs and by imported tables."""
 
 from __future__ import annotations
 
+import math
+
+import pandas as pd
 import pytest
 
+import gpuperf_magics as gm
+from gpuperf_magics.hardware.catalog import UnknownGPUError
+from gpuperf_magics.predict import PredictionError
 from gpuperf_magics.widgets import WhatIfPanel, what_if
+
+ASSUMED = "no dataset size recorded for 'resnet': assuming 50,000 samples per epoch"
 
 
 @pytest.fixture(scope="module")
@@ -14,6 +22,28 @@ def store(tmp_path_factory, profile_mlp):
     return path
 
 
+def _per_step_times(network: str, **columns: object) -> pd.DataFrame:
+    """Per-iteration times of an imported trace: no iterations column, no dataset size."""
+    batches = [16, 32, 64, 128]
+    return pd.DataFrame({"network": network, "batch_size": batches,
+                         "time_s": [0.01 + 0.001 * b for b in batches], **columns})
+
+
+@pytest.fixture
+def imported(tmp_path):
+    """A store of imported T4 measurements, which record no dataset size."""
+    path = tmp_path / "imported.sqlite"
+    gm.Store(path).import_table(_per_step_times("resnet"), gpu="T4")
+    return path
+
+
+def _import_unfittable(path) -> None:
+    """Rows of a GPU the catalog lacks: the import takes them (its figures are given), but
+    no model can place the GPU, so fitting the network fails."""
+    figures = {"gpu_fp32_tflops": 10.0, "gpu_bandwidth_gbs": 500.0}
+    gm.Store(path).import_table(_per_step_times("bad", **figures), gpu="Foo GPU 9000")
+
+
 def test_panel_answers_and_follows_the_controls(store):
     panel = what_if(store)
     assert isinstance(panel, WhatIfPanel)
@@ -21,6 +51,8 @@ def test_panel_answers_and_follows_the_controls(store):
     assert "expected error" in first
     # 10 epochs of the profiled loader's 256 samples at the latest batch size (32).
     assert panel.batch_size.value == 32 and "for 80 iterations" in first
+    assert panel.samples.value == 256 and "note:" not in first
+    assert panel.iterations.value == 80 and panel.iterations.disabled
     panel.epochs.value = 100
     assert panel.text != first
     assert f"{100 * 256 // panel.batch_size.value:,} iterations" in panel.text
@@ -35,7 +67,201 @@ def test_panel_answers_and_follows_the_controls(store):
     assert "transfer" in panel.text and panel.text != one_gpu
 
 
+def test_switching_to_iterations_keeps_the_job_and_then_follows_the_field(store):
+    panel = what_if(store)
+    assert "for 80 iterations" in panel.text
+    panel.length.value = "iterations"
+    assert "for 80 iterations" in panel.text
+    assert panel.epochs.disabled and panel.samples.disabled and not panel.iterations.disabled
+    panel.iterations.value = 1234
+    assert "for 1,234 iterations" in panel.text
+    panel.batch_size.value = 8  # the job stays 1,234 iterations long
+    assert "for 1,234 iterations" in panel.text
+
+
+def test_assumed_dataset_size_is_shown_until_samples_is_set(imported):
+    panel = what_if(imported)
+    assert panel.samples.value == 50_000 and panel.epochs.value == 10
+    # ceil(50,000 / 128) = 391 iterations per epoch at the latest batch size.
+    assert "for 3,910 iterations" in panel.text
+    assert ASSUMED in panel.text and "set samples / epoch to your dataset" in panel.text
+    panel.epochs.value = 2
+    panel.batch_size.value = 64
+    assert "for 1,564 iterations" in panel.text and ASSUMED in panel.text
+    panel.samples.value = 6_400
+    assert "for 200 iterations" in panel.text and "note:" not in panel.text
+    panel.samples.value = 50_000  # the user's own figure now, even if it is the default
+    assert "note:" not in panel.text
+
+
+def test_assumed_dataset_size_is_not_noted_when_the_answer_does_not_use_it(imported):
+    panel = what_if(imported, iterations=100)
+    assert "for 100 iterations" in panel.text and "note:" not in panel.text
+    panel.length.value = "epochs"
+    assert ASSUMED in panel.text
+
+
+def test_a_network_without_dataset_size_does_not_inherit_another_ones(store, tmp_path):
+    path = tmp_path / "both.sqlite"
+    gm.Store(store).export(tmp_path / "runs.csv")
+    gm.Store(path).import_table(tmp_path / "runs.csv")
+    gm.Store(path).import_table(_per_step_times("resnet"), gpu="T4")
+    panel = what_if(path, "mlp")
+    assert panel.samples.value == 256 and "note:" not in panel.text
+    panel.network.value = "resnet"
+    assert "no dataset size recorded for 'resnet': assuming 256 samples per epoch" in panel.text
+    assert panel.gpu.value == "T4"  # the measured device of the new network
+
+
+def test_starting_values_open_the_panel_where_asked(store):
+    panel = what_if(store, batch_size=48, gpus=["T4"], epochs=3, samples=1000)
+    assert panel.batch_size.value == 48
+    assert panel.gpu.value == "Tesla T4"
+    assert panel.epochs.value == 3 and panel.samples.value == 1000
+    # 3 epochs × ceil(1000 / 48) = 21 iterations each.
+    assert "for 63 iterations" in panel.text and "transfer" in panel.text
+    assert "note:" not in panel.text
+
+
+def test_starting_gpus_are_matched_tolerantly_and_listed_first(store):
+    panel = what_if(store, gpus=["a100 80gb", "T4"], gpu_count=2)
+    assert panel.gpu.value == "NVIDIA A100-SXM4-80GB"
+    assert list(panel.gpu.options[:3]) == ["this CPU (measured)", "NVIDIA A100-SXM4-80GB",
+                                           "Tesla T4"]
+    assert panel.gpu_count.value == 2 and "transfer" in panel.text
+    panel.gpu.value = "Tesla T4"
+    assert "transfer" in panel.text
+
+
+def test_starting_iterations_open_the_panel_in_iterations(store):
+    panel = WhatIfPanel(store, "mlp", iterations=500, batch_size=8)
+    assert panel.length.value == "iterations" and panel.iterations.value == 500
+    assert "for 500 iterations" in panel.text
+
+
+def test_gpu_count_on_a_cpu_answer_says_it_is_unused(store):
+    panel = what_if(store, gpu_count=4)
+    assert "GPUs = 4 applies to a GPU" in panel.text
+    panel.gpu.value = "Tesla T4"
+    assert "transfer" in panel.text and "note:" not in panel.text
+
+
+def test_the_measured_gpu_asked_for_by_another_name_is_the_measured_device(imported):
+    panel = what_if(imported, gpus=["tesla t4"])
+    assert panel.gpu.value == "T4" and "Tesla T4" not in panel.gpu.options
+    assert "transfer" not in panel.text
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("batch_size", 0, "finite positive"),
+    ("batch_size", -8, "finite positive"),
+    ("batch_size", 48.5, "whole number"),
+    ("batch_size", True, "must be a number"),
+    ("batch_size", "48", "must be a number"),
+    ("batch_size", 2_000_000, "between 1 and 1,000,000"),
+    ("gpu_count", 0, "finite positive"),
+    ("gpu_count", 4096, "between 1 and 1,024"),
+    ("epochs", math.nan, "finite positive"),
+    ("epochs", math.inf, "finite positive"),
+    ("epochs", 0.001, "between 0.01 and 1,000,000"),
+    ("iterations", -1, "finite positive"),
+    ("samples", 0, "finite positive"),
+    ("samples", 10**13, "between 1 and 1,000,000,000,000"),
+])
+def test_invalid_starting_values_are_refused(store, name, value, message):
+    with pytest.raises(ValueError, match=message) as info:
+        what_if(store, **{name: value})
+    assert name in str(info.value)
+
+
+def test_whole_floats_are_accepted_as_whole_numbers(store):
+    panel = what_if(store, batch_size=16.0, samples=512.0)
+    assert panel.batch_size.value == 16 and panel.samples.value == 512
+    assert "for 320 iterations" in panel.text
+
+
+def test_iterations_and_epochs_together_are_refused(store):
+    with pytest.raises(ValueError, match="either iterations or epochs"):
+        what_if(store, iterations=100, epochs=2)
+
+
+def test_unknown_gpu_is_refused_with_close_matches(store):
+    with pytest.raises(UnknownGPUError, match="Close matches: NVIDIA A10, NVIDIA A10G"):
+        what_if(store, gpus=["T4", "A10O"])
+    with pytest.raises(ValueError, match="GPU names"):
+        what_if(store, gpus=[4090])
+
+
+def test_unknown_network_and_empty_store_still_raise(store, tmp_path):
+    with pytest.raises(PredictionError, match="known networks: 'mlp'"):
+        what_if(store, "resnet")
+    with pytest.raises(PredictionError, match="no completed run"):
+        what_if(tmp_path / "empty.sqlite")
+
+
+def test_unfittable_latest_network_opens_with_the_error_and_others_to_pick(imported):
+    _import_unfittable(imported)
+    panel = what_if(imported)
+    assert panel.network.value == "bad" and list(panel.network.options) == ["resnet", "bad"]
+    text = panel.text
+    assert "cannot fit a model for 'bad'" in text and "unknown GPU 'Foo GPU 9000'" in text
+    assert "Choose another network above." in text and "Traceback" not in text
+    assert "expected error" not in text
+    panel.network.value = "resnet"
+    assert "for 3,910 iterations" in panel.text and "expected error" in panel.text
+    assert panel.gpu.value == "T4"
+    panel.network.value = "bad"
+    assert "cannot fit a model for 'bad'" in panel.text
+    panel.batch_size.value = 8  # no answer to give, and no exception from the observer
+    assert "cannot fit a model for 'bad'" in panel.text
+
+
+def test_unfittable_only_network_opens_with_the_error(tmp_path):
+    path = tmp_path / "bad.sqlite"
+    _import_unfittable(path)
+    panel = what_if(path, batch_size=32)
+    assert "unknown GPU 'Foo GPU 9000'" in panel.text
+    assert "Choose another network" not in panel.text
+    assert panel.batch_size.value == 32 and panel.gpu.value == "Foo GPU 9000"
+
+
 def test_magic_widget_flag(ip, store):
     panel = ip.run_line_magic("predict_time", f"--store {store} --widget -q -o")
     assert isinstance(panel, WhatIfPanel)
     assert panel.network.value == "mlp"
+
+
+def test_feature_controls_follow_the_network(imported):
+    depths = pd.DataFrame({"network": "deep", "batch_size": [16, 32, 16, 32, 64],
+                           "depth": [18, 18, 50, 50, 50],
+                           "time_s": [0.02, 0.03, 0.05, 0.08, 0.14]})
+    gm.Store(imported).import_table(depths, gpu="T4")
+    panel = what_if(imported)
+    assert list(panel.features) == ["depth"] and panel.features["depth"].value == 50
+    assert "expected error" in panel.text
+    panel.features["depth"].value = 34
+    assert "interpolation" in panel.text
+    panel.network.value = "resnet"  # no depth: its model would refuse a depth setting
+    assert panel.features == {} and "expected error" in panel.text
+
+
+def test_magic_widget_opens_at_the_line_values(ip, store):
+    panel = ip.run_line_magic(
+        "predict_time",
+        f"--store {store} -w --batch-size 48 --gpu T4 --epochs 3 --samples 1000 -q -v pw")
+    assert panel is None and isinstance(ip.user_ns["pw"], WhatIfPanel)
+    pw = ip.user_ns["pw"]
+    assert pw.batch_size.value == 48 and pw.epochs.value == 3 and pw.samples.value == 1000
+    assert "T4" in str(pw.gpu.value)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("--batch-size 32,64", "one batch size"),
+    ("--set depth=50", "does not take --set"),
+    ("--gpu 'Voodoo 5'", "Voodoo"),
+])
+def test_magic_widget_errors_are_usage_errors(ip, store, line, message):
+    from IPython.core.error import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("predict_time", f"--store {store} -w {line}")
