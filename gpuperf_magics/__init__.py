@@ -58,7 +58,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.widgets import what_if
 
 
+#: Subpackages reachable as attributes (``gm.datasets.fetch_sia2023()``), imported on first use.
+_SUBMODULES = frozenset({"architecture", "capture", "datasets", "hardware", "model", "predict",
+                         "store", "widgets"})
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"gpuperf_magics.{name}")
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuperf_magics' has no attribute {name!r}")
@@ -68,7 +75,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | _SUBMODULES)
 
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:

@@ -7,7 +7,9 @@ Magics parse, call the Python API and display; nothing here that a script cannot
 from __future__ import annotations
 
 import keyword
+import math
 import shlex
+from argparse import ArgumentTypeError
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,15 +73,41 @@ def _parse(magic: Any, line: str) -> Any:
 
 
 def _check_store(path: str | None) -> None:
-    """A --store value that cannot be a store file is a usage error, before the cell runs."""
-    if path is None:
-        return
+    """A store that cannot take the run is a usage error, before the cell trains.
+
+    A folder, a corrupt or foreign file, a store of a newer version: one read of the file says
+    so (a missing file is fine: the first save creates it).
+    """
     from gpuperf_magics.store import Store
 
     try:
-        Store(path)
-    except ValueError as exc:
+        Store(path).revision()
+    except (ValueError, StoreError) as exc:
         raise UsageError(str(exc)) from None
+
+
+def _positive(kind: type) -> Any:
+    """An argparse type: a finite number > 0 (``nan`` and ``inf`` parse as floats)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _joined(groups: list[list[str]] | None) -> str | None:
+    """Words of a repeatable, multi-word option as one comma-separated list: ``--gpu A100
+    80GB --gpu T4`` and ``--batch-size 32, 64`` read as the user meant them."""
+    if not groups:
+        return None
+    return ",".join(" ".join(words) for words in groups)
 
 
 @magics_class
@@ -103,10 +131,8 @@ class GpuPerf(Magics):
         args = _parse(self.profile_training, line)
         if args.warmup is not None and args.warmup < 0:
             raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
-        if args.epochs is not None and args.epochs <= 0:
-            raise UsageError(f"--epochs must be > 0, got {args.epochs}")
-        if args.total_iterations is not None and args.total_iterations <= 0:
-            raise UsageError(f"--total-iterations must be > 0, got {args.total_iterations}")
+        if args.epochs is not None and args.total_iterations is not None:
+            raise UsageError("give --epochs or --total-iterations, not both")
         var = args.variable
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
@@ -134,9 +160,9 @@ class GpuPerf(Magics):
               "leading iterations still much slower than the rest.")
     @argument("--tag", action="append", metavar="KEY=VALUE",
               help="Label kept with the run; repeatable (--tag lr=0.1 --tag data=cifar10).")
-    @argument("--epochs", type=float, metavar="E",
+    @argument("--epochs", type=_positive(float), metavar="E",
               help="Epochs of the full job, kept with the run for predictions.")
-    @argument("--total-iterations", type=int, metavar="N",
+    @argument("--total-iterations", type=_positive(int), metavar="N",
               help="Iterations of the full job, kept with the run for predictions.")
     @argument("--sync", action="store_true", help="Synchronise the GPU at every iteration: "
               "exact wall time per iteration, at the price of CPU/GPU overlap.")
@@ -196,17 +222,19 @@ class GpuPerf(Magics):
     # ------------------------------------------------------------------ %predict_time
     @magic_arguments()
     @argument("name", nargs="?", help="Network to predict (default: the latest run's).")
-    @argument("--batch-size", metavar="B[,B...]",
+    @argument("--batch-size", metavar="B[,B...]", nargs="+", action="append",
               help="Batch sizes, e.g. 32,64,128. Default: the measured ones and one power of "
               "two beyond each end.")
-    @argument("--iterations", type=int, metavar="N", help="Iterations of the job.")
-    @argument("--epochs", type=float, metavar="E",
+    @argument("--iterations", type=_positive(int), metavar="N", help="Iterations of the job.")
+    @argument("--epochs", type=_positive(float), metavar="E",
               help="Epochs of the job (iterations = E × samples ÷ batch size).")
-    @argument("--samples", type=int, metavar="N", help="Samples per epoch (default: the "
-              "profiled DataLoader's dataset size).")
-    @argument("--gpu", metavar="NAME[,NAME...]", help="GPUs to predict for besides the "
-              "measured device, e.g. \"A100 80GB,H100\" (names of gpuperf_magics.gpus()).")
-    @argument("--gpu-count", type=int, metavar="N", help="GPUs per job (data parallel).")
+    @argument("--samples", type=_positive(int), metavar="N", help="Samples per epoch "
+              "(default: what the profiled DataLoader visited).")
+    @argument("--gpu", metavar="NAME[,NAME...]", nargs="+", action="append",
+              help="GPUs to predict for besides the measured device, e.g. \"A100 80GB,H100\" "
+              "(names of gpuperf_magics.gpus(); repeatable). Put NAME before it.")
+    @argument("--gpu-count", type=_positive(int), metavar="N",
+              help="GPUs per job (data parallel).")
     @argument("--set", action="append", metavar="FEATURE=VALUE",
               help="Value of another feature, e.g. depth=50 (repeatable).")
     @argument("--store", metavar="PATH", help="Store to learn from (default as "
@@ -239,22 +267,22 @@ class GpuPerf(Magics):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
         try:
             if args.widget:
-                from gpuperf_magics.widgets import what_if
-
-                panel = what_if(args.store or self.store, args.name)
+                panel = self._panel(args)
                 if not args.quiet:
                     from IPython.display import display
 
                     display(panel)
+                if var:
+                    self.shell.user_ns[var] = panel  # type: ignore[union-attr]
                 return panel if args.output else None
             result = predict.predict_time(
                 args.store or self.store,
                 args.name,
-                batch_sizes=predict.parse_batch_sizes(args.batch_size),
+                batch_sizes=predict.parse_batch_sizes(_joined(args.batch_size)),
                 iterations=args.iterations,
                 epochs=args.epochs,
                 samples=args.samples,
-                gpus=predict.parse_gpus(args.gpu),
+                gpus=predict.parse_gpus(_joined(args.gpu)),
                 gpu_count=args.gpu_count,
                 settings=predict.parse_settings(args.set),
             )
@@ -269,6 +297,30 @@ class GpuPerf(Magics):
         if var:
             self.shell.user_ns[var] = result  # type: ignore[union-attr]
         return result if args.output else None
+
+
+    def _panel(self, args: Any) -> WhatIfPanel:
+        """The what-if panel opened at the line's values (``-w``)."""
+        from gpuperf_magics import predict
+        from gpuperf_magics.widgets import what_if
+
+        batches = predict.parse_batch_sizes(_joined(args.batch_size))
+        if batches is not None and len(batches) > 1:
+            raise UsageError("-w opens the panel at one batch size (it answers for one "
+                             f"configuration at a time); got {len(batches)}: pick one")
+        if args.set:
+            raise UsageError("-w does not take --set: the panel has a control per feature")
+        try:
+            return what_if(
+                args.store or self.store, args.name,
+                batch_size=batches[0] if batches else None,
+                gpus=predict.parse_gpus(_joined(args.gpu)), gpu_count=args.gpu_count,
+                epochs=args.epochs, iterations=args.iterations, samples=args.samples,
+            )
+        except ValueError as exc:  # a starting value the panel cannot take
+            if isinstance(exc, predict.PredictionError):
+                raise
+            raise UsageError(str(exc)) from None
 
 
 def load(shell: InteractiveShell) -> None:

@@ -77,11 +77,11 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
     for item in items or []:
         key, sep, value = item.partition("=")
         try:
-            if not sep or not key.strip():
+            if not sep or not key.strip() or not math.isfinite(float(value)):
                 raise ValueError
             out[key.strip()] = float(value)
         except ValueError:
-            message = f"--set expects feature=number, e.g. depth=50; got {item!r}"
+            message = f"--set expects feature=finite number, e.g. depth=50; got {item!r}"
             raise PredictionError(message) from None
     return out
 
@@ -189,8 +189,17 @@ _CACHE: dict[tuple[str, tuple[str, int], str | None], Any] = {}
 _LOCK = threading.Lock()
 
 
-def _feature_columns(runs: pd.DataFrame) -> list[str]:
-    features = [c for c in runs.attrs.get("feature_columns", []) if runs[c].notna().any()]
+def _feature_columns(runs: pd.DataFrame, notes: list[str] | None = None) -> list[str]:
+    """The base columns and the features every run has; a feature some runs lack is left
+    out (with a note), as a model cannot learn from a value that is not there."""
+    features = []
+    for col in runs.attrs.get("feature_columns", []):
+        have = int(runs[col].notna().sum())
+        if have == len(runs):
+            features.append(col)
+        elif have and notes is not None:
+            notes.append(f"feature {col!r} left out: {len(runs) - have} of {len(runs)} runs "
+                         "lack it")
     return [*BASE_FEATURES, *features]
 
 
@@ -290,6 +299,18 @@ def _usable_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         notes.append(f"learnt from the {kind} runs (the latest run's device); "
                      f"{int((~keep).sum())} {other} run(s) left out")
         runs = runs[keep]
+    params = runs.get("arch_params")
+    told = [c for c in runs.attrs.get("feature_columns", []) if c in runs
+            and runs[c].nunique(dropna=True) > 1]  # a feature (depth ...) says what differs
+    if params is not None and params.dropna().nunique() > 1 and not told:
+        # Runs of one name with different architectures (a default name shared by two
+        # nn.Sequential models, or --name reused): learn from the latest run's architecture.
+        latest = params.dropna().iloc[-1]
+        keep = params.isna() | (params == latest)
+        notes.append(f"learnt from the runs of the latest architecture ({int(latest):,} "
+                     f"parameters); {int((~keep).sum())} run(s) of other architectures under "
+                     "the same name left out: give each network its own --name")
+        runs = runs[keep]
     return runs.reset_index(drop=True), notes
 
 
@@ -342,7 +363,7 @@ def fit_store(
     runs.attrs = dict(all_runs.attrs)
     if runs.empty:
         raise PredictionError(f"no usable run of {net!r}: " + "; ".join(notes))
-    columns = _feature_columns(runs)
+    columns = _feature_columns(runs, notes)
     try:
         model = TrainingTimeModel().fit(
             *per_iteration_table(runs, columns, robust_times(st, runs))
@@ -411,10 +432,10 @@ def _iterations_for(
                     "the runs did not iterate a DataLoader with a sized dataset"
                 )
             samples = int(sizes.iloc[-1])
-            _note(notes, f"{samples:,} samples per epoch, as the profiled DataLoader's dataset")
-        return max(1, math.ceil(epochs * math.ceil(samples / batch)))
+            _note(notes, f"{samples:,} samples per epoch, as the profiled DataLoader visits")
+        return max(1, math.ceil(epochs * _steps_per_epoch(samples, batch, runs, notes)))
     if samples is not None:
-        return max(1, math.ceil(samples / batch))
+        return _steps_per_epoch(samples, batch, runs, notes)
     import pandas as pd
 
     latest = runs.iloc[-1]
@@ -427,6 +448,20 @@ def _iterations_for(
     _note(notes, f"{DEFAULT_ITERATIONS:,} iterations per configuration (give --iterations or "
                  "--epochs for the job's size)")
     return DEFAULT_ITERATIONS
+
+
+def _steps_per_epoch(samples: int, batch: int, runs: pd.DataFrame, notes: list[str]) -> int:
+    """Optimizer steps in one pass over ``samples``: the last partial batch counts unless the
+    profiled DataLoader dropped it (``drop_last=True``)."""
+    import pandas as pd
+
+    drop = runs["drop_last"].iloc[-1] if "drop_last" in runs else None
+    if drop is not None and not pd.isna(drop) and bool(drop) and samples >= batch:
+        if samples % batch:
+            _note(notes, "the last partial batch of each epoch is dropped, as the profiled "
+                         "DataLoader did (drop_last=True)")
+        return samples // batch
+    return max(1, math.ceil(samples / batch))
 
 
 def _note(notes: list[str], text: str) -> None:
@@ -506,8 +541,8 @@ def predict_time(
                         ("gpu_count", gpu_count)):
         if value is not None and value <= 0:
             raise PredictionError(f"{name} must be a positive integer, got {value}")
-    if epochs is not None and epochs <= 0:
-        raise PredictionError(f"epochs must be positive, got {epochs}")
+    if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
+        raise PredictionError(f"epochs must be a finite number > 0, got {epochs}")
     if iterations is not None and (epochs is not None or samples is not None):
         raise PredictionError("give either --iterations or --epochs/--samples, not both")
     if batch_sizes is not None and (not batch_sizes or min(batch_sizes) <= 0):

@@ -72,6 +72,12 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.0f} µs"
 
 
+def _same_unit(reference: float, seconds: float) -> str:
+    """``seconds`` formatted, without its unit when it shares ``reference``'s."""
+    text, ref = format_seconds(seconds), format_seconds(reference)
+    return text.split()[0] if text.split()[1] == ref.split()[1] else text
+
+
 @dataclass
 class Run:
     """One profiled (or imported) training configuration.
@@ -123,6 +129,14 @@ class Run:
     source: str = "profile"
     run_id: int | None = None
     store_path: str | None = None
+    target_store: str | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        median = format_seconds(self.median_s) if self.median_s is not None else "-"
+        saved = f", run_id={self.run_id}" if self.run_id is not None else ", not saved"
+        return (f"Run(network={self.network!r}, status={self.status!r}, "
+                f"iterations={len(self.iterations)}, batch_size={self.batch_size}, "
+                f"median={median}{saved})")
 
     # ----------------------------------------------------------------- statistics
     @property
@@ -214,14 +228,24 @@ class Run:
         }
 
     def save(self, store: Any = None) -> int:
-        """Write this run to ``store`` (a path, a :class:`~gpuperf_magics.Store`, or the default).
+        """Write this run to ``store`` (a path or a :class:`~gpuperf_magics.Store`).
 
-        For runs whose automatic save failed; returns the new run id.
+        For runs whose automatic save failed; returns the new run id. Without ``store``, the
+        run goes where it was meant to go (the profiled cell's ``--store``), else to the
+        default store. The note that the save failed is dropped once it succeeds.
         """
         from gpuperf_magics.store import Store
 
+        if store is None:
+            store = self.target_store
         target = store if isinstance(store, Store) else Store(store)
-        return target.save_run(self)
+        kept = [n for n in self.notes if not n.startswith("not saved:")]
+        notes, self.notes = self.notes, kept
+        try:
+            return target.save_run(self)
+        except BaseException:
+            self.notes = notes
+            raise
 
     # ----------------------------------------------------------------- display
     def _device_label(self) -> str:
@@ -248,7 +272,7 @@ class Run:
             p90 = self.p90_s
             parts.append(
                 f"{format_seconds(self.median_s)}/it median"
-                + (f" (p90 {format_seconds(p90).split()[0]})" if p90 is not None else "")
+                + (f" (p90 {_same_unit(self.median_s, p90)})" if p90 is not None else "")
             )
         if self.batch_size:
             parts.append(f"batch {self.batch_size}")

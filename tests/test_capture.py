@@ -73,7 +73,7 @@ def test_mlp_steps_batch_and_statistics():
     assert len(run.iterations) == 20
     assert run.batch_size == 16
     assert all(it.samples == 16 for it in run.iterations)
-    assert run.network == "Sequential"
+    assert run.network == "Sequential-2.76K"
     assert run.quality["detection"] == "optimizer_step"
     assert run.quality["timing_method"] == "perf_counter"
     assert run.hyper["optimizer"] == "SGD" and run.hyper["lr"] == 0.05
@@ -85,7 +85,7 @@ def test_mlp_steps_batch_and_statistics():
     assert run.hardware["cpu_threads"] == 1
     assert run.device == "cpu" and run.gpu is None and run.gpu_count == 0
     line = run.summary_line()
-    assert "Sequential · 20 it" in line and "batch 16" in line and "samples/s" in line
+    assert "Sequential-2.76K · 20 it" in line and "batch 16" in line and "samples/s" in line
     assert_no_hooks_left(model)
 
 
@@ -164,7 +164,7 @@ def test_kwargs_only_forward_reads_batch():
             opt.step()
     assert len(run.iterations) == 10
     assert run.batch_size == 12
-    assert run.network == "KwargsModel"
+    assert run.network == "KwargsModel-330"
 
 
 def test_reentrant_optimizer_subclass_counts_one_step():
@@ -213,7 +213,7 @@ def test_compiled_model_is_captured_without_recompilation():
     assert counters["stats"]["unique_graphs"] == graphs
     assert len(run.iterations) == 6
     assert run.batch_size == 16
-    assert run.network == "Sequential"
+    assert run.network == "Sequential-2.76K"
     assert run.architecture["arch_compiled"] is True
     assert_no_hooks_left(compiled, model)
 
@@ -224,7 +224,7 @@ def test_dataparallel_wrapper_on_cpu():
     with gm.profile_training(save=False) as run:
         train(model, opt, steps=5)
     assert len(run.iterations) == 5
-    assert run.network == "Sequential"
+    assert run.network == "Sequential-2.76K"
 
 
 def test_amp_gradscaler_skipped_step_is_noted():
@@ -461,7 +461,7 @@ def test_distributed_data_parallel_wrapper(tmp_path):
         dist.destroy_process_group()
     assert len(run.iterations) == 6
     assert run.batch_size == 16
-    assert run.network == "Sequential"
+    assert run.network == "Sequential-2.76K"
     assert run.architecture["arch_params"] == sum(p.numel() for p in model.module.parameters())
     assert_no_hooks_left(model)
 
@@ -539,3 +539,53 @@ def test_model_hook_leaves_after_the_batch_is_known():
     assert len(run.iterations) == BATCH_SAMPLE_STEPS + 8
     assert all(it.samples == 16 for it in run.iterations)
     assert run.quality["batch_sampled_steps"] == BATCH_SAMPLE_STEPS
+
+
+def test_default_names_tell_models_of_one_class_apart():
+    from gpuperf_magics.capture.session import default_name
+
+    small = nn.Sequential(nn.Linear(8, 4))
+    big = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 10))
+    names = []
+    for model in (small, big):
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with gm.profile_training(save=False) as run:
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.randn(4, model[0].in_features)).sum().backward()
+                opt.step()
+        names.append(run.network)
+    assert names == ["Sequential-36", "Sequential-1.07M"]
+    assert default_name("ResNet", 25_557_032) == "ResNet-25.6M"
+    assert default_name("Big", 1_500_000_000) == "Big-1.5B"
+    assert default_name("Unknown", None) == "Unknown"
+
+
+@pytest.mark.parametrize("kind, samples, steps, drop", [
+    ("subset", 100, 10, False),  # a sampler over part of the dataset: its length counts
+    ("drop_last", 640, 6, True),  # 640 samples, batch 100: the partial 7th batch is dropped
+])
+def test_an_epoch_is_what_the_loader_visits(kind, samples, steps, drop, tmp_path):
+    from torch.utils.data import DataLoader, SubsetRandomSampler, TensorDataset
+
+    from gpuperf_magics import predict
+
+    data = TensorDataset(torch.randn(640, 32), torch.randint(0, 10, (640,)))
+    if kind == "subset":
+        loader = DataLoader(data, batch_size=10, sampler=SubsetRandomSampler(range(100)))
+    else:
+        loader = DataLoader(data, batch_size=100, drop_last=True)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    path = tmp_path / "runs.sqlite"
+    with gm.profile_training(name="m", store=path) as run:
+        for _ in range(2):
+            for x, y in loader:
+                opt.zero_grad()
+                nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+    assert run.hyper["dataset_size"] == samples and run.hyper["drop_last"] is drop
+    assert run.hyper["iterations_per_epoch"] == steps and len(run.iterations) == 2 * steps
+    batch = loader.batch_size
+    frame = predict.predict_time(path, batch_sizes=[batch], epochs=1).frame
+    assert int(frame["iterations"].iloc[0]) == steps

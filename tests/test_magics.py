@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pandas as pd
 import pytest
 from IPython.core.error import UsageError
 
@@ -55,14 +56,14 @@ def test_import_is_cheap_and_ipython_free():
 def test_profiles_cell_in_user_namespace_and_stores_run(shell, capsys, _isolated_store):
     shell.run_cell_magic("profile_training", "", LOOP + "%time tiny = 1 + 1\n")
     out = capsys.readouterr().out
-    assert "profile_training: Sequential · 12 it" in out
+    assert "profile_training: Sequential-2.76K · 12 it" in out
     assert "batch 16" in out and "run 1" in out
     assert isinstance(shell.user_ns["final_loss"], float)
     assert shell.user_ns["tiny"] == 2  # a line magic inside the cell works
     runs = gm.Store(_isolated_store).runs()
     assert len(runs) == 1
     row = runs.iloc[0]
-    assert row["network"] == "Sequential" and row["batch_size"] == 16
+    assert row["network"] == "Sequential-2.76K" and row["batch_size"] == 16
     assert row["status"] == "ok"
     assert row["iterations"] == 12 - row["warmup_iterations"]
     assert row["time_s"] > 0
@@ -170,18 +171,53 @@ def test_cell_without_training_stores_nothing_and_says_why(shell, capsys, _isola
     assert gm.Store(_isolated_store).runs().empty
 
 
-def test_unwritable_store_keeps_run_in_memory(shell, capsys, tmp_path):
-    bad = tmp_path / "a_directory"
-    bad.mkdir()
-    run = shell.run_cell_magic("profile_training", f"--store {bad} -o", LOOP)
+def test_store_broken_during_the_cell_keeps_run_in_memory(shell, capsys, tmp_path):
+    path = tmp_path / "runs.sqlite"
+    cell = LOOP + f"open({str(path)!r}, 'wb').write(b'not a database ' * 100)\n"
+    run = shell.run_cell_magic("profile_training", f"--store {path} -o", cell)
     out = capsys.readouterr().out
     assert "not saved" in out and "Traceback" not in out
     assert run.run_id is None and len(run.iterations) == 12
     assert run in gm.capture.unsaved_runs()
-    good = tmp_path / "fixed.sqlite"
-    run.save(good)
-    assert run.run_id is not None and len(gm.Store(good).runs()) == 1
+    path.unlink()  # moved aside, as the note says
+    run.save()  # goes where the cell meant it to go, not to the default store
+    assert run.run_id is not None and len(gm.Store(path).runs()) == 1
+    stored = gm.Store(path).get_run(run.run_id)
+    assert not any(note.startswith("not saved") for note in stored.notes)
     assert run not in gm.capture.unsaved_runs()
+
+
+@pytest.mark.parametrize("kind", ["folder", "garbage", "newer"])
+def test_a_store_that_cannot_take_the_run_stops_the_cell_before_it_trains(shell, tmp_path,
+                                                                          kind):
+    import sqlite3
+
+    path = tmp_path / "runs.sqlite"
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "garbage":
+        path.write_bytes(b"not a database " * 100)
+    else:
+        gm.Store(path).revision()
+        gm.Store(path).import_table(pd.DataFrame({"network": ["n"], "batch_size": [8],
+                                                  "time_s": [1.0]}))
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA user_version = 999")
+    shell.user_ns.pop("trained", None)
+    with pytest.raises(UsageError):
+        shell.run_cell_magic("profile_training", f"--store {path}", "trained = True\n" + LOOP)
+    assert "trained" not in shell.user_ns
+
+
+@pytest.mark.parametrize("line, message", [
+    ("--epochs nan", "finite number > 0"),
+    ("--epochs inf", "finite number > 0"),
+    ("--total-iterations 0", "finite number > 0"),
+    ("--epochs 2 --total-iterations 100", "not both"),
+])
+def test_profile_option_errors(shell, line, message):
+    with pytest.raises(UsageError, match=message):
+        shell.run_cell_magic("profile_training", line, LOOP)
 
 
 def test_help_has_usage_and_options(shell):
@@ -233,7 +269,7 @@ def test_failure_reaches_a_caller_without_a_cell(shell, capsys):
 def test_caught_forward_error_does_not_break_discovery(shell, capsys):
     cell = "try:\n    model(torch.randn(4, 7))\nexcept RuntimeError:\n    pass\n" + LOOP
     run = shell.run_cell_magic("profile_training", "-q -o", cell)
-    assert run.batch_size == 16 and run.network == "Sequential"
+    assert run.batch_size == 16 and run.network == "Sequential-2.76K"
     assert run.architecture.get("arch_params")
 
 

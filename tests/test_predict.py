@@ -170,10 +170,14 @@ def test_magic_displays_table_and_flags(ip, filled, capsys):
     "line, message",
     [
         ("--batch-size 32,abc", "--batch-size expects integers"),
-        ("--set depth", "feature=number"),
+        ("--set depth", "feature=finite number"),
         ("nosuchnet", "known networks"),
         ("--gpu 'Voodoo 5'", "Voodoo"),
         ("-v 2x", "variable name"),
+        ("--epochs nan", "finite number > 0"),
+        ("--epochs inf", "finite number > 0"),
+        ("--iterations -5", "finite number > 0"),
+        ("--set depth=nan", "finite number"),
     ],
 )
 def test_magic_usage_errors(ip, filled, line, message):
@@ -284,3 +288,41 @@ def test_time_per_iteration_never_falls_as_the_batch_grows(filled):
     for _, group in frame.groupby(frame["gpu"].fillna("CPU")):
         per_it = group.sort_values("batch_size")["per_iteration_s"].to_numpy()
         assert (per_it[1:] >= per_it[:-1] * (1 - 1e-9)).all()
+
+
+def test_unquoted_names_and_lists_read_as_meant(ip, filled):
+    result = ip.run_line_magic(
+        "predict_time", f"mlp --store {filled} --batch-size 16, 48 --gpu A100 80GB --gpu T4 -q -o")
+    frame = result.frame
+    assert list(frame["batch_size"]) == [16, 48] * 3
+    assert list(dict.fromkeys(frame["gpu"].dropna())) == ["NVIDIA A100-SXM4-80GB", "Tesla T4"]
+
+
+def test_a_feature_some_runs_lack_is_left_out_with_a_note(tmp_path):
+    path = tmp_path / "partial.sqlite"
+    rows = [{"network": "net", "batch_size": b, "time_s": 0.01 * b, "disk_speed": 200.0}
+            for b in (8, 16, 32)]
+    rows.append({"network": "net", "batch_size": 64, "time_s": 0.64})  # no disk_speed
+    gm.Store(path).import_table(pd.DataFrame(rows))
+    result = predict.predict_time(path, batch_sizes=[24], iterations=10)
+    assert any("'disk_speed' left out: 1 of 4 runs" in n for n in result.notes)
+    assert result.frame["time_s"].iloc[0] == pytest.approx(10 * 0.24, rel=0.1)
+
+
+def test_runs_of_one_name_with_other_architectures_are_not_mixed(tmp_path, profile_mlp):
+    import torch
+    from torch import nn
+
+    path = tmp_path / "mixed.sqlite"
+    profile_mlp(path, [8, 16, 32], name="net")
+    big = nn.Sequential(nn.Linear(32, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    opt = torch.optim.SGD(big.parameters(), lr=0.01)
+    for batch in (64, 128):
+        with gm.profile_training(name="net", store=path):
+            for _ in range(6):
+                opt.zero_grad()
+                big(torch.randn(batch, 32)).sum().backward()
+                opt.step()
+    result = predict.predict_time(path, batch_sizes=[64])
+    assert result.runs == 2
+    assert any("3 run(s) of other architectures" in n and "--name" in n for n in result.notes)

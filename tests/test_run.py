@@ -56,3 +56,24 @@ def test_html_escapes_user_text():
                                            (0.00074, "740 µs")])
 def test_format_seconds(seconds, text):
     assert format_seconds(seconds) == text
+
+
+def test_summary_keeps_the_p90_unit_when_it_differs_and_repr_is_short():
+    same = Run(network="n", batch_size=4,
+               iterations=[IterationRecord(i, 0.0005) for i in range(9)]
+               + [IterationRecord(9, 0.0007)])
+    assert "500 µs/it median (p90 520)" in same.summary_line()
+    mixed = Run(network="n", batch_size=4,
+                iterations=[IterationRecord(i, 0.0009) for i in range(8)]
+                + [IterationRecord(8, 0.002), IterationRecord(9, 0.002)])
+    assert "900 µs/it median (p90 2.0 ms)" in mixed.summary_line()
+    text = repr(mixed)
+    assert text.startswith("Run(network='n', status='ok', iterations=10, batch_size=4")
+    assert "IterationRecord" not in text and "not saved" in text
+
+
+def test_subpackages_are_attributes_of_the_package():
+    import gpuperf_magics as gm
+
+    assert callable(gm.datasets.fetch_sia2023)
+    assert "datasets" in dir(gm)

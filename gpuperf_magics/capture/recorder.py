@@ -513,11 +513,22 @@ class Recorder:
                 self.loaders.values(), key=lambda e: (e[1], _safe_len(e[0].dataset) or 0)
             )
             out["epochs_seen"] = passes
-            out["dataset_size"] = _safe_len(loader.dataset)
+            out["dataset_size"] = _samples_per_epoch(loader)
             out["iterations_per_epoch"] = _safe_len(loader)
+            out["drop_last"] = bool(getattr(loader, "drop_last", False))
             out["loader_batch_size"] = loader.batch_size
             out["dataloader_workers"] = loader.num_workers
         return out
+
+
+def _samples_per_epoch(loader: Any) -> int | None:
+    """Samples one pass of ``loader`` visits: its sampler's length (a subset, a distributed
+    shard), else the dataset's. A custom batch sampler is asked for its own sampler."""
+    sampler = getattr(loader, "sampler", None)
+    if getattr(loader, "batch_size", None) is None:  # a custom batch_sampler
+        sampler = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
+    size = _safe_len(sampler) if sampler is not None else None
+    return size if size is not None else _safe_len(loader.dataset)
 
 
 def _phases(

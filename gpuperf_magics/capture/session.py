@@ -8,6 +8,7 @@ architecture description (FLOPs), and the store write.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import os
 import statistics
 from collections import Counter
@@ -97,7 +98,10 @@ class ProfileSession:
     Parameters
     ----------
     name : str, optional
-        Workload label; default: the model's class name.
+        Workload label; default: the model's class name and parameter count
+        (:func:`default_name`, e.g. ``"ResNet-25.6M"``). Runs of one name are learnt as one
+        network: name runs yourself to group them (a depth study) or to tell apart models
+        of one size.
     store : str or path-like or Store, optional
         Where to save the run; default: ``$GPUPERF_STORE`` or the per-user store.
     warmup : int, optional
@@ -140,10 +144,13 @@ class ProfileSession:
     ) -> None:
         if warmup is not None and warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
-        if epochs is not None and epochs <= 0:
-            raise ValueError(f"epochs must be > 0, got {epochs}")
+        if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
+            raise ValueError(f"epochs must be a finite number > 0, got {epochs}")
         if total_iterations is not None and total_iterations <= 0:
             raise ValueError(f"total_iterations must be > 0, got {total_iterations}")
+        if epochs is not None and total_iterations is not None:
+            raise ValueError("give epochs or total_iterations, not both (total_iterations "
+                             "counts the whole job; epochs are multiplied by the loader's length)")
         self.name = name
         self.store = store
         self.warmup = warmup
@@ -262,9 +269,8 @@ class ProfileSession:
                 "no batch size: the model was never called in train() mode with gradients on "
                 "during the loop (call model.train() before it); predictions need one"
             )
-        if not run.network:
-            run.network = type(unwrap_model(model)).__name__ if model is not None else "training"
         if model is None:
+            run.network = run.network or "training"
             return
         try:
             from gpuperf_magics.architecture import describe
@@ -275,6 +281,9 @@ class ProfileSession:
         except Exception as exc:  # never lose the timings over a model we cannot describe
             run.notes.append(f"architecture not described: {type(exc).__name__}: {exc}")
         rec.example = None  # release the user's tensors
+        if not run.network:
+            run.network = default_name(type(unwrap_model(model)).__name__,
+                                       run.architecture.get("arch_params"))
 
     def _fill_hardware(self, rec: Any) -> None:
         from gpuperf_magics.capture.recorder import _device_of
@@ -299,6 +308,8 @@ class ProfileSession:
     def _save(self) -> None:
         from gpuperf_magics.store import Store, StoreError
 
+        if self.store is not None:  # where run.save() retries; the default stays dynamic
+            self.run.target_store = str(getattr(self.store, "path", self.store))
         try:
             Store(self.store).save_run(self.run)
         except (StoreError, ValueError) as exc:
@@ -337,6 +348,21 @@ def _gpu_count(model: Any) -> int:
 
         return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
     return 1
+
+
+def default_name(class_name: str, params: int | None) -> str:
+    """The network name of a run without ``--name``: the model's class and its size.
+
+    The class alone is ambiguous (every ``nn.Sequential`` is "Sequential", torchvision's
+    ResNet-18 and ResNet-50 are both "ResNet"), and runs of one name are learnt as one network,
+    so the parameter count is part of the name: ``"ResNet-11.7M"``, ``"Sequential-36"``.
+    """
+    if not params:
+        return class_name
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if params >= scale:
+            return f"{class_name}-{params / scale:.3g}{suffix}"
+    return f"{class_name}-{params}"
 
 
 def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:

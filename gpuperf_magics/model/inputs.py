@@ -66,6 +66,7 @@ IGNORED = frozenset(
         "iterations_per_epoch",
         "loader_batch_size",
         "dataset_size",
+        "drop_last",
     }
 )
 

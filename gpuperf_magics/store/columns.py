@@ -72,6 +72,7 @@ _HYPER = {
     "epochs": "float", "total_iterations": "int", "dataset_size": "int", "skipped_steps": "int",
     "lr_last": "float", "other_optimizer_steps": "str", "epochs_seen": "int",
     "iterations_per_epoch": "int", "loader_batch_size": "int", "dataloader_workers": "int",
+    "drop_last": "bool",
 }
 _QUALITY = {
     "torch_threads": "int", "interop_threads": "int", "load_avg_start": "float",
