@@ -383,7 +383,10 @@ class Store:
         as unknown) and a network (column or argument). ``iterations`` is how many
         iterations ``time_s`` covers; without that column every row counts 1, i.e.
         ``time_s`` is the time of one iteration (per-step traces). ``status`` defaults to
-        ``ok``, ``gpu_count`` to 1 with a GPU and 0 without.
+        ``ok``, ``gpu_count`` to 1 with a GPU and 0 without. A ``gpu`` name the hardware
+        catalog cannot resolve is an error (with its close matches) unless the row gives
+        ``gpu_fp32_tflops`` and ``gpu_bandwidth_gbs`` itself. Importing one table twice is
+        not refused here (the ``gpuperf import`` command recognises a file by its content).
 
         Other columns: canonical ones (``gpu_*``, ``cpu_*``, ``sw_*``, ``arch_*``, hyper
         and quality names, ``tags`` as JSON) go where ``runs()`` shows them; any further
