@@ -589,3 +589,52 @@ def test_an_epoch_is_what_the_loader_visits(kind, samples, steps, drop, tmp_path
     batch = loader.batch_size
     frame = predict.predict_time(path, batch_sizes=[batch], epochs=1).frame
     assert int(frame["iterations"].iloc[0]) == steps
+
+
+def test_a_leading_scalar_argument_is_not_the_batch():
+    class Tempered(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = mlp()
+
+        def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x) / temperature
+
+    model = Tempered()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        for _ in range(5):
+            opt.zero_grad()
+            model(torch.tensor(2.0), torch.randn(12, 32)).sum().backward()
+            opt.step()
+    assert run.batch_size == 12 and len(run.iterations) == 5
+
+
+def test_a_model_left_in_eval_mode_still_gives_batch_and_architecture():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model.eval()  # a validation pass before, and no model.train() after it
+    with gm.profile_training(save=False) as run:
+        for _ in range(6):
+            opt.zero_grad()
+            model(torch.randn(16, 32)).sum().backward()
+            opt.step()
+    assert len(run.iterations) == 6 and run.batch_size == 16
+    assert run.architecture.get("arch_params") == 2762
+    assert any("eval() mode" in note for note in run.notes)
+
+
+def test_eval_calls_with_gradients_do_not_count_when_the_model_trains():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        for _ in range(6):
+            model.train()
+            opt.zero_grad()
+            model(torch.randn(16, 32)).sum().backward()
+            opt.step()
+            model.eval()
+            model(torch.randn(64, 32))  # validation without no_grad
+    assert len(run.iterations) == 6 and run.batch_size == 16
+    assert run.hyper.get("micro_batches") == 1
+    assert not any("eval() mode" in note for note in run.notes)

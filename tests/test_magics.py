@@ -273,8 +273,8 @@ def test_caught_forward_error_does_not_break_discovery(shell, capsys):
     assert run.architecture.get("arch_params")
 
 
-def test_model_left_in_eval_mode_says_why_there_is_no_batch(shell):
-    cell = "model.eval()\n" + LOOP + "model.train()\n"
+def test_model_left_in_eval_mode_is_still_measured_and_noted(shell):
+    cell = "model.eval()\n" + LOOP + "_ = model.train()\n"
     run = shell.run_cell_magic("profile_training", "-q -o", cell)
-    assert run.batch_size is None
-    assert any("train() mode" in n for n in run.notes)
+    assert run.batch_size == 16 and len(run.iterations) == 12
+    assert any("eval() mode" in n and "model.train()" in n for n in run.notes)

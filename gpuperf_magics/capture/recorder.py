@@ -49,30 +49,32 @@ _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda
 _Tensor = torch.Tensor
 
 
-def _first_tensor(obj: Any) -> torch.Tensor | None:
-    """The first tensor in args/kwargs-like containers, one level deep (cheap on purpose)."""
+def _first_tensor(obj: Any, min_dim: int = 0) -> torch.Tensor | None:
+    """The first tensor (of at least ``min_dim`` dimensions) in args/kwargs-like containers,
+    one level deep (cheap on purpose)."""
     if isinstance(obj, _Tensor):
-        return obj
+        return obj if obj.dim() >= min_dim else None
     if isinstance(obj, (list, tuple)):
         for item in obj:
             if isinstance(item, _Tensor):
-                return item
-            if isinstance(item, (list, tuple, dict)):
-                found = _first_tensor(item)
+                if item.dim() >= min_dim:
+                    return item
+            elif isinstance(item, (list, tuple, dict)):
+                found = _first_tensor(item, min_dim)
                 if found is not None:
                     return found
     elif isinstance(obj, dict):
-        return _first_tensor(tuple(obj.values()))
+        return _first_tensor(tuple(obj.values()), min_dim)
     return None
 
 
 def _batch_of(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> int | None:
-    t = _first_tensor(args)
+    """Dim 0 of the first input with a batch dimension (a leading scalar such as a
+    temperature ``model(torch.tensor(2.0), x)`` is not the batch)."""
+    t = _first_tensor(args, 1)
     if t is None and kwargs:
-        t = _first_tensor(kwargs)
-    if t is None or t.dim() == 0:
-        return None
-    return int(t.shape[0])
+        t = _first_tensor(kwargs, 1)
+    return None if t is None else int(t.shape[0])
 
 
 def _output_grad_fn(output: Any) -> Any:
@@ -111,7 +113,9 @@ def _is_compiled_wrapper(module: nn.Module) -> bool:
 
 
 # Event codes of the log. One tuple per event: (code, token, batch, inside_step, module_id).
-FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED = range(7)
+# FWD_EVAL: a call of the model in eval() mode with gradients on; it stands for FWD only when
+# the model never ran in train() mode (a loop that forgot model.train() after validation).
+FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED, FWD_EVAL = range(8)
 
 
 class Recorder:
@@ -317,7 +321,7 @@ class Recorder:
     def _g_pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         depth = self._depth
         self._depth = depth + 1
-        if depth or not module.training or not _is_grad_enabled():
+        if depth or not _is_grad_enabled():
             return
         if not any(p.requires_grad for p in module.parameters()):
             # A loss, a transform or a frozen extractor is never the model; it must not pick
@@ -325,7 +329,7 @@ class Recorder:
             return
         self._top = module
         self._top_token = self._ensure_clock(_device_of(module, args)).mark()
-        if _is_compiled_wrapper(module):
+        if _is_compiled_wrapper(module) and module.training:
             # Adopt at once, before Dynamo traces the inner module with global hooks present:
             # otherwise removing them later would force a recompilation.
             self._depth = 0
@@ -347,6 +351,12 @@ class Recorder:
         if entry is None:
             entry = self._seen[id(module)] = [module, 0, (tuple(args), dict(kwargs)),
                                               _autocast_on()]
+        if not module.training:
+            # Only a fallback (see FWD_EVAL); never enough to adopt a model by its calls.
+            self.events.append((FWD_EVAL, self._top_token, _batch_of(args, kwargs),
+                                self._step_depth > 0, id(module)))
+            self._after_forward(output)
+            return
         entry[1] += 1
         self.events.append((FWD, self._top_token, _batch_of(args, kwargs),
                             self._step_depth > 0, id(module)))
@@ -396,24 +406,25 @@ class Recorder:
         if self.example is None:
             self.example = (tuple(args), dict(kwargs or {}))
             self.autocast = _autocast_on()
-        self.events.append((FWD, token, _batch_of(args, kwargs), self._step_depth > 0,
-                            id(module)))
+        self.events.append((FWD if module.training else FWD_EVAL, token,
+                            _batch_of(args, kwargs), self._step_depth > 0, id(module)))
 
     def _m_pre(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         # Steps-only path: the cheapest hook that still sees every micro-batch.
-        if module.training and _is_grad_enabled():
+        if _is_grad_enabled():
             self._log_forward(module, args, kwargs, None)
 
     def _m_pre_positional(self, module: nn.Module, args: Any) -> None:
-        if module.training and _is_grad_enabled():
+        if _is_grad_enabled():
             first = args[0] if args else None
             # Fast path for the common call model(x): no container walk.
             batch = first.shape[0] if type(first) is _Tensor and first.dim() else (
                 _batch_of(args, None))
-            self.events.append((FWD, None, batch, self._step_depth > 0, id(module)))
+            self.events.append((FWD if module.training else FWD_EVAL, None, batch,
+                                self._step_depth > 0, id(module)))
 
     def _m_pre_timed(self, module: nn.Module, args: Any, kwargs: Any) -> None:
-        if module.training and _is_grad_enabled():
+        if _is_grad_enabled():
             token = self._ensure_clock(_device_of(module, args)).mark()
             self._log_forward(module, args, kwargs, token)
 
@@ -453,6 +464,29 @@ class Recorder:
             return "forward"
         return "none"
 
+    @property
+    def eval_mode_training(self) -> bool:
+        """The model only ran in eval() mode with gradients on (its calls stand in)."""
+        model_id = id(self.model)
+        codes = {e[0] for e in self.events if e[0] in (FWD, FWD_EVAL) and e[4] == model_id}
+        return codes == {FWD_EVAL} and bool({STEP_END, BWD_END} & {e[0] for e in self.events})
+
+    def _model_events(self) -> list[tuple[Any, ...]]:
+        """The log with other modules' forward calls left out, and eval() calls of the model
+        standing for training calls only when it never ran in train() mode."""
+        model_id = id(self.model)
+        stand_in = self.eval_mode_training
+        out = []
+        for e in self.events:
+            if e[0] == FWD_EVAL:
+                if not stand_in or e[4] != model_id:
+                    continue
+                e = (FWD, *e[1:])
+            elif e[0] == FWD and e[4] != model_id:
+                continue
+            out.append(e)
+        return out
+
     def iterations(self) -> list[IterationRecord]:
         """Iteration records interpreted from the event log (call after :meth:`close`)."""
         clock = self.clock
@@ -460,8 +494,7 @@ class Recorder:
         if clock is None or detection == "none":
             return []
         sec = clock.seconds
-        model_id = id(self.model)
-        events = [e for e in self.events if e[0] != FWD or e[4] == model_id]
+        events = self._model_events()
         if detection == "forward":
             starts = [e for e in events if e[0] == FWD and e[1] is not None]
             return [

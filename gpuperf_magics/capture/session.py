@@ -264,6 +264,10 @@ class ProfileSession:
             hyper["total_iterations"] = int(hyper["epochs"] * hyper["iterations_per_epoch"])
         run.hyper = hyper
         model = rec.model
+        if rec.eval_mode_training:
+            run.notes.append("the model trained in eval() mode (dropout off, batch-norm "
+                             "statistics frozen): its calls gave the batch size; call "
+                             "model.train() before the loop unless that was meant")
         if run.batch_size is None:
             run.notes.append(
                 "no batch size: the model was never called in train() mode with gradients on "
