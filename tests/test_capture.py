@@ -638,3 +638,14 @@ def test_eval_calls_with_gradients_do_not_count_when_the_model_trains():
     assert len(run.iterations) == 6 and run.batch_size == 16
     assert run.hyper.get("micro_batches") == 1
     assert not any("eval() mode" in note for note in run.notes)
+
+
+def test_a_single_iteration_says_its_time_includes_warm_up():
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        opt.zero_grad()
+        model(torch.randn(16, 32)).sum().backward()
+        opt.step()
+    assert len(run.iterations) == 1
+    assert any("only 1 iteration" in note for note in run.notes)

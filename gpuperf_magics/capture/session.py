@@ -207,7 +207,10 @@ class ProfileSession:
         k = self.warmup if self.warmup is not None else auto_warmup(
             [r.duration_s for r in records]
         )
-        if k >= len(records) > 1:
+        if len(records) == 1:
+            run.notes.append("only 1 iteration: its time includes first-call costs (warm-up); "
+                             "profile a few more iterations for a steady time")
+        elif k >= len(records):
             run.notes.append(f"all {len(records)} iterations are warm-up (--warmup {k}): the "
                              "statistics include them; profile more iterations")
         for r in records[: min(k, len(records))]:
