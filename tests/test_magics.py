@@ -146,10 +146,17 @@ def test_exception_in_cell_keeps_partial_run_and_fails_the_cell(shell, capsys, _
 
 
 def test_real_sigint_stores_interrupted_run(shell, capsys, _isolated_store):
+    # The handler raises at the next bytecode it can; with the collector off and a sleep to
+    # wake from, that is in this frame, not in some finaliser that would swallow it.
     cell = LOOP.replace(
         "    opt.step()\n",
-        "    opt.step()\n    if step == 4:\n        import os, signal\n"
-        "        os.kill(os.getpid(), signal.SIGINT)\n",
+        "    opt.step()\n    if step == 4:\n        import gc, os, signal, time\n"
+        "        gc.disable()\n"
+        "        try:\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
+        "            time.sleep(5)\n"
+        "        finally:\n"
+        "            gc.enable()\n",
     )
     result = shell.run_cell("%%profile_training\n" + cell)
     out = capsys.readouterr().out
