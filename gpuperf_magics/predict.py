@@ -255,10 +255,16 @@ def per_iteration_table(
     job is the time of one iteration × its iterations and a longer job is no extrapolation;
     whole-run times are kept as they are.
     """
+    from gpuperf_magics.model.inputs import precision_of
+
     y = runs["time_s"] if times is None else times
+    x = runs[columns]
+    precision = precision_of(runs)
+    if any(p is not None for p in precision):  # which peak a GPU move follows (not a feature)
+        x = x.assign(precision=precision)
     if steady_state(runs):
-        return runs[columns].assign(iterations=1), y / runs["iterations"]
-    return runs[columns], y
+        return x.assign(iterations=1), y / runs["iterations"]
+    return x, y
 
 
 def _monotone_in_batch(frame: pd.DataFrame, keys: list[str], notes: list[str]) -> None:
@@ -370,7 +376,10 @@ def fit_store(
         )
     except ValueError as exc:
         raise PredictionError(f"cannot fit a model for {net!r} on {st.path}: {exc}") from exc
+    from gpuperf_magics.model.inputs import precision_of
+
     model.store_features_ = columns
+    model.precision_ = precision_of(runs.tail(1))[0]  # predictions run as the latest run did
     model.steady_state_ = steady_state(runs)
     model.notes_ = notes
     with _LOCK:
@@ -592,6 +601,8 @@ def predict_time(
     parts = []
     if on_model.any():
         asked = configs.loc[on_model, model.store_features_]
+        if model.precision_ is not None:
+            asked = asked.assign(precision=model.precision_)
         try:
             if model.steady_state_:
                 one = model.predict_table(asked.assign(iterations=1), coverage=coverage)

@@ -288,6 +288,7 @@ class ProfileSession:
         except Exception as exc:  # never lose the timings over a model we cannot describe
             run.notes.append(f"architecture not described: {type(exc).__name__}: {exc}")
         rec.example = None  # release the user's tensors
+        run.architecture.update(_tf32_flags())
         if not run.network:
             run.network = default_name(type(unwrap_model(model)).__name__,
                                        run.architecture.get("arch_params"))
@@ -355,6 +356,17 @@ def _gpu_count(model: Any) -> int:
 
         return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
     return 1
+
+
+def _tf32_flags() -> dict[str, bool]:
+    """Whether FP32 matrix multiplies and cuDNN convolutions could use TF32 tensor cores
+    (Ampere and later): what peak a GPU move should follow (``model.inputs.precision_of``)."""
+    import torch
+
+    return {
+        "arch_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "arch_tf32_conv": bool(torch.backends.cudnn.allow_tf32),
+    }
 
 
 def default_name(class_name: str, params: int | None) -> str:

@@ -11,6 +11,12 @@ What counts as a feature
   catalog's by more than :data:`CATALOG_TOLERANCE`: then the catalog's per-device figure wins.
   (Published tables quote whole dual-GPU boards at base clock, e.g. the Tesla K80's 5.6 TFLOPS,
   while one CUDA device is one die; measured times follow the per-device figure.)
+- Precision: with ``prefer_catalog``, ``gpu_fp32_tflops`` of a named GPU becomes the peak of the
+  precision the run's matrix products used (:func:`precision_of`): under autocast or a half
+  dtype, or in FP32 with TF32 allowed, the tensor cores do that work, and a GPU move follows
+  their rate (V100 → A100 is 1.24× in FP32 peaks, 2.5× in FP16 tensor peaks). Tensor cores
+  reach their peak only on large aligned products, so the rate used is the geometric mean of
+  the FP32 and the tensor peak (:func:`effective_peak`), never below the FP32 peak.
 - Every other numeric or boolean column is a feature (``batch_size``, ``gpu_count``, ``depth``,
   ``arch_*``, image size ...), except columns that restate the target (names ending in ``_s``
   such as ``it_median_s``, ``samples_per_s``), bookkeeping (:data:`IGNORED`), a store's
@@ -28,7 +34,8 @@ import pandas as pd
 
 from gpuperf_magics.store.columns import group_of
 
-__all__ = ["CATALOG_TOLERANCE", "HARDWARE", "IGNORED", "Prepared", "check_target", "prepare"]
+__all__ = ["CATALOG_TOLERANCE", "HARDWARE", "IGNORED", "PRECISION_PEAKS", "Prepared",
+           "check_target", "effective_peak", "precision_of", "prepare"]
 
 #: Relative disagreement between a given hardware figure and the catalog's beyond which the
 #: catalog's per-device figure is used (with ``prefer_catalog``). Small on purpose: ratios
@@ -67,6 +74,9 @@ IGNORED = frozenset(
         "loader_batch_size",
         "dataset_size",
         "drop_last",
+        "arch_amp",
+        "arch_tf32_matmul",
+        "arch_tf32_conv",
     }
 )
 
@@ -187,10 +197,78 @@ def _resolve_hardware(
                         off = np.abs(given / float(value) - 1) > CATALOG_TOLERANCE
                     replace = replace | pd.Series(off, index=hw.index)
                 hw.loc[rows & replace, col] = float(value)
+            if prefer_catalog and specs.get("gpu_fp32_tflops"):
+                _precision_peaks(frame, hw, rows, specs, labels)
     given = ~named & hw["gpu_fp32_tflops"].notna()
     for i in np.flatnonzero(given.to_numpy()):
         labels[i] = f"{hw['gpu_fp32_tflops'].iloc[i]:g} TFLOPS GPU"
     return hw, labels, arch
+
+
+#: The catalog's peak for each precision of :func:`precision_of`.
+PRECISION_PEAKS = {"fp32": "gpu_fp32_tflops", "tf32": "gpu_tf32_tflops",
+                   "fp16": "gpu_fp16_tflops"}
+_HALF_DTYPES = ("float16", "bfloat16", "half")
+
+
+def _truthy(value: object) -> bool | None:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return None
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes")
+    return bool(value)
+
+
+def precision_of(frame: pd.DataFrame) -> np.ndarray:
+    """The precision of each row's matrix products: ``"fp16"``, ``"tf32"``, ``"fp32"`` or None.
+
+    A ``precision`` column wins. Else, from what ``%%profile_training`` records: ``fp16`` under
+    autocast (``arch_amp``) or with a half ``arch_dtype``; ``tf32`` in FP32 when TF32 was
+    allowed for matrix multiplies (``arch_tf32_matmul``) or, in a network with convolutions,
+    for cuDNN (``arch_tf32_conv``, PyTorch's default); ``fp32`` otherwise; None when the table
+    says nothing (imported measurements): their figures stay as given.
+    """
+    n = len(frame)
+    if "precision" in frame.columns:
+        values = frame["precision"].astype(object).to_numpy()
+        out = np.array([v.strip().lower() if isinstance(v, str) and v.strip() else None
+                        for v in values], dtype=object)
+        bad = sorted({v for v in out if v is not None and v not in PRECISION_PEAKS})
+        if bad:
+            raise ValueError(f"column 'precision' must be one of "
+                             f"{', '.join(PRECISION_PEAKS)}; found {bad[0]!r}")
+        return out
+
+    def column(name: str) -> list[object]:
+        return frame[name].astype(object).tolist() if name in frame.columns else [None] * n
+
+    amp, dtype = column("arch_amp"), column("arch_dtype")
+    matmul, conv_tf32 = column("arch_tf32_matmul"), column("arch_tf32_conv")
+    convs = column("arch_layers_conv")
+    out = np.full(n, None, dtype=object)
+    for i in range(n):
+        half = isinstance(dtype[i], str) and dtype[i].removeprefix("torch.") in _HALF_DTYPES
+        if _truthy(amp[i]) or half:
+            out[i] = "fp16"
+        elif _truthy(amp[i]) is False or isinstance(dtype[i], str):
+            has_conv = (_truthy(convs[i]) or False) and float(convs[i]) > 0  # type: ignore[arg-type]
+            tf32 = _truthy(matmul[i]) or (_truthy(conv_tf32[i]) and has_conv)
+            out[i] = "tf32" if tf32 else "fp32"
+    return out
+
+
+def effective_peak(fp32: float, tensor: float | None) -> float:
+    """TFLOPS a training step's matrix products reach on tensor cores, for moving between GPUs.
+
+    The geometric mean of the FP32 peak and the tensor peak (never below the FP32 peak; a GPU
+    without the tensor figure keeps its FP32 peak: cuBLAS computes in FP32 there). It matches
+    public training speedups where the full tensor peak overshoots: V100 FP32 → AMP 1.9× with
+    the bandwidth term (Dell measured 1.65-1.91× on ResNet-50), P100 → V100 in FP16 2.1×
+    (measured 2.03-2.24×), V100 FP32 → A100 TF32 2.8× (NVIDIA: 2-5×).
+    """
+    if tensor is None or not np.isfinite(tensor) or tensor <= fp32:
+        return float(fp32)
+    return float(np.sqrt(fp32 * tensor))
 
 
 def _catalog_lookup(name: str) -> dict:
@@ -202,6 +280,20 @@ def _catalog_lookup(name: str) -> dict:
             f"columns {', '.join(HARDWARE)} instead"
         ) from exc
     return dict(catalog.lookup(name))
+
+
+def _precision_peaks(frame: pd.DataFrame, hw: pd.DataFrame, rows: pd.Series, specs: dict,
+                     labels: np.ndarray) -> None:
+    """Set the compute peak of ``rows`` (one named GPU) to their precision's rate, in place."""
+    precision = precision_of(frame)
+    fp32 = float(specs["gpu_fp32_tflops"])
+    for kind in ("tf32", "fp16"):
+        mask = rows.to_numpy() & (precision == kind)
+        if mask.any():
+            peak = effective_peak(fp32, specs.get(PRECISION_PEAKS[kind]))
+            hw.loc[mask, "gpu_fp32_tflops"] = peak
+            if peak != fp32:
+                labels[mask] = [f"{label} ({kind.upper()})" for label in labels[mask]]
 
 
 def _catalog_lookup_quiet(name: str) -> dict:

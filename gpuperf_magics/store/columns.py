@@ -63,7 +63,8 @@ _ARCH = {
     "arch_module_depth": "int", "arch_depth": "int", "arch_flops_fwd": "float",
     "arch_flops_fwd_bwd": "float", "arch_flops_method": "str", "arch_input_shape": "str",
     "arch_dtype": "str", "arch_amp": "bool", "arch_channels_last": "bool",
-    "arch_compiled": "bool", "arch_class": "str",
+    "arch_compiled": "bool", "arch_class": "str", "arch_tf32_matmul": "bool",
+    "arch_tf32_conv": "bool",
 }
 # Every key the capture writes is canonical, so that an exported table re-imports into the
 # same groups instead of turning bookkeeping into features.
