@@ -247,7 +247,8 @@ def precision_of(frame: pd.DataFrame) -> np.ndarray:
     convs = column("arch_layers_conv")
     out = np.full(n, None, dtype=object)
     for i in range(n):
-        half = isinstance(dtype[i], str) and dtype[i].removeprefix("torch.") in _HALF_DTYPES
+        kind = dtype[i]
+        half = isinstance(kind, str) and kind.removeprefix("torch.") in _HALF_DTYPES
         if _truthy(amp[i]) or half:
             out[i] = "fp16"
         elif _truthy(amp[i]) is False or isinstance(dtype[i], str):
