@@ -707,3 +707,28 @@ def test_tied_weights_count_once() -> None:
         assert arch.params == 100 * 16
         assert arch.flops_fwd == 6 * 2 * 16 * 100, method
         assert arch.depth == 2
+
+
+def test_older_torch_without_set_stance_or_sdpa_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch 2.1-2.5: no torch.compiler.set_stance, no torch.nn.attention.sdpa_kernel (< 2.3)."""
+    import contextlib
+
+    import torch.nn.attention
+
+    monkeypatch.delattr(torch.compiler, "set_stance")
+    model = nn.Sequential(torch.compile(mlp(), backend="eager"), nn.ReLU())
+    assert describe_quietly(model, (torch.randn(4, 32),)).flops_fwd == 13_568
+    # Torch 2.13's old switch is built on the new one, so the old switch is faked here.
+    calls = []
+
+    @contextlib.contextmanager
+    def sdp_kernel(**flags: bool):
+        calls.append(flags)
+        yield
+
+    monkeypatch.delattr(torch.nn.attention, "sdpa_kernel")  # "cannot import name"
+    monkeypatch.setattr(torch.backends.cuda, "sdp_kernel", sdp_kernel)
+    real = describe_quietly(CausalSelfAttention(), (torch.randn(2, 16, 32),), methods=("real",))
+    assert real.flops_fwd is not None
+    assert calls and calls[0] == {"enable_flash": False, "enable_math": True,
+                                  "enable_mem_efficient": False}

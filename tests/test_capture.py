@@ -649,3 +649,26 @@ def test_a_single_iteration_says_its_time_includes_warm_up():
         opt.step()
     assert len(run.iterations) == 1
     assert any("only 1 iteration" in note for note in run.notes)
+
+
+def test_older_torch_global_hooks_without_kwargs(monkeypatch):
+    """Before torch 2.6 global forward hooks take no with_kwargs: discovery still works."""
+    from torch.nn.modules import module as module_mod
+
+    real = module_mod.register_module_forward_hook
+
+    def register(hook, *, always_call=False):  # the torch 2.1-2.5 signature
+        return real(hook, always_call=always_call)
+
+    monkeypatch.setattr(module_mod, "register_module_forward_hook", register)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    import contextlib
+
+    with gm.profile_training(save=False) as run:
+        with contextlib.suppress(RuntimeError):
+            model(torch.randn(4, 7))  # a forward that raises: the hook gets no output
+        train(model, opt, steps=6)
+    assert len(run.iterations) == 6 and run.batch_size == 16
+    assert run.architecture["arch_params"] == 2762
+    assert not module_mod._global_forward_hooks

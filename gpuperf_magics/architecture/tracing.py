@@ -15,7 +15,6 @@ from typing import Any, TypeGuard
 import torch
 import torch.utils._pytree as pytree
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from gpuperf_magics.architecture.depth import _weighted_depth
@@ -121,7 +120,15 @@ def _eager_compiled_submodules() -> Iterator[None]:
     if "torch._dynamo" not in sys.modules:
         yield
         return
-    with torch.compiler.set_stance("force_eager"):
+    set_stance = getattr(torch.compiler, "set_stance", None)
+    if set_stance is not None:
+        with set_stance("force_eager"):
+            yield
+        return
+    import importlib
+
+    dynamo = importlib.import_module("torch._dynamo")
+    with dynamo.config.patch(disable=True):  # torch < 2.6
         yield
 
 
@@ -220,8 +227,18 @@ def _countable_attention(state: dict[str, torch.Tensor]) -> Iterator[None]:
     if any(t.device.type != "cpu" for t in state.values()):
         yield
         return
-    with sdpa_kernel(SDPBackend.MATH):
+    with _math_attention():
         yield
+
+
+def _math_attention() -> contextlib.AbstractContextManager[Any]:
+    """``sdpa_kernel(SDPBackend.MATH)`` (torch >= 2.3), else the older switch of the same."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:  # torch < 2.3
+        return torch.backends.cuda.sdp_kernel(
+            enable_flash=False, enable_math=True, enable_mem_efficient=False)
+    return sdpa_kernel(SDPBackend.MATH)
 
 
 _TRACERS: dict[

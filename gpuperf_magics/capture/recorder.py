@@ -22,6 +22,7 @@ interpretation happens in :meth:`Recorder.iterations` after the cell.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import itertools
 import warnings
 from collections import Counter
@@ -184,9 +185,7 @@ class Recorder:
             self._handles.append(optim_mod.register_optimizer_step_post_hook(self._opt_post_hook))
             self._global_handles = [
                 module_mod.register_module_forward_pre_hook(self._g_pre),
-                module_mod.register_module_forward_hook(
-                    self._g_post, with_kwargs=True, always_call=True
-                ),
+                _global_forward_hook(module_mod, self._g_post),
             ]
             self._patch_grad_scaler()
             self._patch_dataloader()
@@ -590,6 +589,27 @@ def _phases(
         cursor = t
     out["optimizer" if state == "step" else "other"] += max(end - cursor, 0.0)
     return out
+
+
+def _global_forward_hook(module_mod: Any, hook: Callable[..., None]) -> Any:
+    """Register ``hook(module, args, kwargs, output)`` as a global always-called forward hook.
+
+    Global hooks take ``with_kwargs`` from torch 2.6 on; before, the hook sees ``(module, args,
+    output)`` and the keyword arguments of the call are not visible (the per-model hooks
+    installed at adoption see them on every torch >= 2.0). A forward that raised gives the hook
+    no output, which ``hook`` receives as ``(module, args, output)`` either way.
+    """
+    register = module_mod.register_module_forward_hook
+    if "with_kwargs" in inspect.signature(register).parameters:
+        return register(hook, with_kwargs=True, always_call=True)
+
+    def without_kwargs(module: nn.Module, args: Any, output: Any) -> None:
+        if output is None:  # the forward raised (or returned nothing)
+            hook(module, args, output)
+        else:
+            hook(module, args, {}, output)
+
+    return register(without_kwargs, always_call=True)
 
 
 def _dynamo_disabled(fn: Callable[..., None]) -> Callable[..., None]:

@@ -62,6 +62,12 @@ class _NetworkFit:
     transfer: TransferPrior | None = None
     physical: Any = None  # the linear-space (floor + compute × h) model of the default method
     transfer_method: str = "ratio"  # "physical", "ratio" or "both" (see _choose_transfer)
+    # Every run covered the same number of iterations: nothing tells a set-up cost from the
+    # time of an iteration, so the model learns the time of one and a job scales with its count.
+    per_iteration: bool = False
+    # Ranges of the features on each measured GPU (key: its rounded hardware row).
+    ranges_by_hw: dict[tuple[float, ...], dict[str, tuple[float, float]]] = field(
+        default_factory=dict)
 
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
@@ -208,6 +214,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     ) -> _NetworkFit:
         feats = prep.features.iloc[rows].reset_index(drop=True)
         its = prep.iterations[rows]
+        per_iteration = bool(len(its) and np.ptp(its) == 0 and its[0] != 1)
+        if per_iteration:
+            y, its = y / its, np.ones_like(its)
         arch = prep.architecture[rows] if prep.architecture is not None else None
         hw_cols = [c for c in HARDWARE if c in feats.columns]
         if self.method == "paper":
@@ -238,9 +247,17 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             abs_logres = np.sort(np.abs(model.loo_logres))
         ranges = {c: (float(feats[c].min()), float(feats[c].max())) for c in feats.columns}
         ranges["iterations"] = (float(its.min()), float(its.max()))
+        ranges_by_hw = {}
         if hw_cols:
             hardware, first = np.unique(feats[hw_cols].to_numpy(), axis=0, return_index=True)
             labels = [str(prep.hardware_label[rows][i]) for i in first]
+            values = feats[hw_cols].to_numpy()
+            for spec in hardware:
+                mine = np.isclose(values, spec[None, :], rtol=1e-6).all(axis=1)
+                own = {c: (float(feats.loc[mine, c].min()), float(feats.loc[mine, c].max()))
+                       for c in feats.columns if c not in hw_cols}
+                own["iterations"] = (float(its[mine].min()), float(its[mine].max()))
+                ranges_by_hw[_hw_key(spec)] = own
         else:
             hardware, labels = np.empty((0, 0)), []
         batch = sorted(feats["batch_size"].unique().tolist()) if "batch_size" in feats else []
@@ -250,7 +267,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             transfer = self.transfer_prior_
         fit = _NetworkFit(
             model, ranges, hardware, labels, hw_cols, abs_logres, cv, n_configs, batch, transfer,
-            physical, transfer_method,
+            physical, transfer_method, per_iteration, ranges_by_hw,
         )
         self._advise(net, fit)
         return fit
@@ -285,9 +302,13 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 "at least 4 configurations"
             )
         if len(fit.hardware) == 1:
+            error = MEASURED_MAPE["transfer"]
+            if self.transfer_prior_.source.startswith("physical prior"):
+                error = max(error, self.transfer_prior_.mape)
             self.advice_.append(
                 f"one GPU measured{name} ({fit.hardware_labels[0]}): predictions for other GPUs "
-                f"are transfers with about {100 * self.transfer_prior_.mape:.0f}% expected error"
+                f"are transfers with about {100 * error:.0f}% expected error; one run on the "
+                "target GPU replaces the guess"
             )
 
     # ------------------------------------------------------------------ prediction
@@ -397,8 +418,17 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self, fit: _NetworkFit, prep: Prepared, rows: np.ndarray, cov: float, out: dict
     ) -> None:
         feats = prep.features.iloc[rows][list(self.feature_names_in_)].reset_index(drop=True)
-        its = prep.iterations[rows]
+        count = prep.iterations[rows]
+        its = np.ones_like(count) if fit.per_iteration else count
         labels = prep.hardware_label[rows]
+        if not fit.hw_cols and (labels != "CPU").any():
+            gpu = labels[labels != "CPU"][0]
+            name = "" if prep.network is None else f" of {prep.network[rows][0]!r}"
+            raise ValueError(
+                f"the runs{name} were measured on the CPU only: the model cannot say how "
+                f"{gpu} runs them. Profile one run on a GPU, or use "
+                "gpuperf_magics.predict_time(), which estimates GPUs from the FLOPs (±50%)"
+            )
         kinds, details = self._kinds(fit, feats, its, labels)
         transfer = kinds == "transfer"
         pred = np.asarray(fit.model.predict(feats, its), dtype=float)
@@ -419,17 +449,20 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 else:
                     pred[transfer] = self._transfer(fit, feats.iloc[transfer], its[transfer])
             pred *= self._batch_prior(fit, feats)
+        if fit.per_iteration:
+            pred = pred * count
         pred = np.maximum(pred, 1e-9)
         own = _quantile(fit.abs_logres, cov)
         cv = fit.cv_mape if np.isfinite(fit.cv_mape) else MEASURED_MAPE["extrapolation"]
         expected = np.empty(len(rows))
         half = np.empty(len(rows))
         for i, kind in enumerate(kinds):
-            measured = (
-                max(MEASURED_MAPE["transfer"], fit.transfer.mape)
-                if kind == "transfer" and fit.transfer is not None
-                else MEASURED_MAPE[kind]
-            )
+            measured = MEASURED_MAPE[kind]
+            if kind == "transfer" and fit.transfer is not None and fit.transfer.source.startswith(
+                    ("your runs", "physical prior")):
+                # Your own GPUs measured it (or nothing did): that figure counts. ρ's error on
+                # the public data is the crude ratio's, not this model's (MEASURED_MAPE is).
+                measured = max(measured, fit.transfer.mape)
             if fit.n_configs < 4:
                 measured = max(measured, PRIOR_TRANSFER_MAPE)
             expected[i] = max(cv, measured)
@@ -441,7 +474,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         out["time_s"][rows] = pred
         out["time_low_s"][rows] = pred * np.exp(-half)
         out["time_high_s"][rows] = pred * np.exp(half)
-        out["per_iteration_s"][rows] = pred / its
+        out["per_iteration_s"][rows] = pred / count
         out["kind"][rows] = kinds
         out["detail"][rows] = details
         out["expected_mape"][rows] = expected
@@ -460,10 +493,15 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 details[i] = f"to {labels[i]} from {', '.join(fit.hardware_labels)}"
         values = {c: feats[c].to_numpy() for c in feats.columns if c not in fit.hw_cols}
         values["iterations"] = its
+        hw_rows = feats[fit.hw_cols].to_numpy() if fit.ranges_by_hw else None
         for i in np.flatnonzero(kinds == "interpolation"):
             notes = []
+            # On a measured GPU, what was measured on that GPU: a batch size only another GPU
+            # ran is an extrapolation on this one.
+            ranges = fit.ranges if hw_rows is None else fit.ranges_by_hw.get(
+                _hw_key(hw_rows[i]), fit.ranges)
             for col, v in values.items():
-                lo, hi = fit.ranges[col]
+                lo, hi = ranges[col]
                 if v[i] > hi * (1 + 1e-9):
                     notes.append(f"{col} {v[i]:g} > measured max {hi:g}")
                 elif v[i] < lo * (1 - 1e-9):
@@ -647,6 +685,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         tags.input_tags.allow_nan = False
         tags.target_tags.positive_only = True
         return tags
+
+
+def _hw_key(spec: np.ndarray) -> tuple[float, ...]:
+    """A measured GPU's hardware row as a dictionary key (figures equal to 6 digits)."""
+    return tuple(float(f"{v:.6g}") for v in spec)
 
 
 def _quantile(sorted_abs: np.ndarray, coverage: float) -> float:
