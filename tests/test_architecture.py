@@ -732,3 +732,16 @@ def test_older_torch_without_set_stance_or_sdpa_kernel(monkeypatch: pytest.Monke
     assert real.flops_fwd is not None
     assert calls and calls[0] == {"enable_flash": False, "enable_math": True,
                                   "enable_mem_efficient": False}
+
+
+def test_autocast_is_seen_on_torch_without_the_device_argument(monkeypatch) -> None:
+    from gpuperf_magics.architecture import summary
+
+    def old_is_autocast_enabled(*args: object) -> bool:  # torch < 2.4
+        if args:
+            raise TypeError("is_autocast_enabled() takes 0 positional arguments")
+        return False
+
+    monkeypatch.setattr(torch, "is_autocast_enabled", old_is_autocast_enabled)
+    monkeypatch.setattr(torch, "is_autocast_cpu_enabled", lambda: True, raising=False)
+    assert summary._autocast_enabled() is True

@@ -212,6 +212,10 @@ def _leaf_signature(leaf: Any) -> Any:
 
 def _autocast_enabled() -> bool:
     """Whether autocast is on for any device type torch knows here."""
+    try:
+        torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4: no device argument
+        return bool(torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled())
     for device_type in ("cuda", "cpu", "xpu", "mps"):
         with contextlib.suppress(Exception):
             if torch.is_autocast_enabled(device_type):
