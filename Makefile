@@ -3,14 +3,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU build of torch; any torch >= 2.1 works for the package itself.
+# torch for the venv (the project's machines resolve it to a CPU wheel); TORCH_INDEX, e.g.
+# https://download.pytorch.org/whl/cpu, picks the build elsewhere. Any torch >= 2.1 works for
+# the package itself.
 TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
 
 .PHONY: install demo test lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install --quiet -e ".[test,parquet,dev]"
 	touch $@
 

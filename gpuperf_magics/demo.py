@@ -84,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:
         store = args.store or str(Path(tmp) / "demo.sqlite")
-        print(f"Profiling DemoCNN on the CPU at batch sizes {batch_sizes} → {store}\n")
+        where = store if args.store else (
+            f"{store} (deleted when the demo ends; --store PATH keeps it)")
+        print(f"Profiling DemoCNN on the CPU at batch sizes {batch_sizes} → {where}\n")
         profile_demo(store, batch_sizes, args.steps)
         runs = gm.Store(store).runs()
         columns = ["run_id", "network", "batch_size", "iterations", "time_s", "it_median_s",

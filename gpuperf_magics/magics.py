@@ -152,7 +152,8 @@ class GpuPerf(Magics):
         )
 
     @magic_arguments()
-    @argument("-n", "--name", help="Network/workload label. Default: the model's class name.")
+    @argument("-n", "--name", help="Network/workload label. Default: the model's class and "
+              "parameter count, e.g. ResNet-25.6M (runs of one name are learnt as one network).")
     @argument("--store", metavar="PATH", help="SQLite store to write the run to. Default: "
               "%%config GpuPerf.store, else $GPUPERF_STORE, else the per-user store.")
     @argument("--warmup", type=int, metavar="K", help="Flag the first K iterations as warm-up "
@@ -167,7 +168,7 @@ class GpuPerf(Magics):
     @argument("--sync", action="store_true", help="Synchronise the GPU at every iteration: "
               "exact wall time per iteration, at the price of CPU/GPU overlap.")
     @argument("--phases", action="store_true", help="Split each iteration into data, "
-              "forward, loss, backward and optimizer time (about 30 µs per iteration).")
+              "forward, loss, backward and optimizer time (about 35 µs per iteration).")
     @argument("-q", "--quiet", action="store_true", help="Print nothing.")
     @argument("-o", "--output", action="store_true", help="Return the Run object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Run object in variable VAR.")

@@ -85,7 +85,8 @@ class Run:
     Attributes
     ----------
     network : str
-        Workload label (``--name``; default: the model's class name).
+        Workload label (``--name``; default: the model's class and parameter count, e.g.
+        ``"ResNet-25.6M"``).
     status : str
         ``ok``, ``failed`` (the cell raised) or ``interrupted`` (KeyboardInterrupt/SIGINT).
     iterations : list of IterationRecord

@@ -134,7 +134,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     --------
     >>> x, y = runs.drop(columns="time_s"), runs["time_s"]  # doctest: +SKIP
     >>> model = TrainingTimeModel().fit(x, y)  # doctest: +SKIP
-    >>> model.predict_table(what_if)  # doctest: +SKIP
+    >>> model.predict_table(configurations)  # doctest: +SKIP
     """
 
     def __init__(
