@@ -355,3 +355,82 @@ def test_report_shows_efficiency_transfer_method_and_extrapolation_model() -> No
     assert len(eta) == 4 and np.all(eta["value"] > 0)
     method = report.loc[report["item"] == "transfer method", "name"].iloc[0]
     assert method in ("physical", "ratio", "both")
+
+
+def _steady(gpu: str | None = "Tesla T4", batches=(8, 16, 32, 64, 128, 256), net="net"):
+    """Per-run times of 20 iterations each (a profiled store): no set-up constant to learn."""
+    x = pd.DataFrame({"network": net, "batch_size": list(batches), "iterations": 20})
+    if gpu is not None:
+        x["gpu"] = gpu
+    return x, 20 * (0.002 + 5e-5 * x["batch_size"].to_numpy(float))
+
+
+def test_runs_of_equal_length_scale_to_a_longer_job():
+    x, y = _steady()
+    model = TrainingTimeModel().fit(x, y)
+    job = x[x["batch_size"] == 64].assign(iterations=10_000)
+    table = model.predict_table(job)
+    assert table["per_iteration_s"].iloc[0] == pytest.approx(0.002 + 5e-5 * 64, rel=0.03)
+    assert table["kind"].iloc[0] == "interpolation"
+
+
+def test_a_batch_size_only_another_gpu_ran_is_an_extrapolation_on_this_one():
+    t4, y4 = _steady("Tesla T4", (8, 16, 32))
+    v100, y100 = _steady("Tesla V100-SXM2-32GB", (8, 16, 32, 64, 128))
+    model = TrainingTimeModel().fit(pd.concat([t4, v100]), np.concatenate([y4, y100]))
+    table = model.predict_table(t4.head(1).assign(batch_size=128))
+    assert table["kind"].iloc[0] == "extrapolation"
+    assert "batch_size 128 > measured max 32" in table["detail"].iloc[0]
+    assert model.predict_table(v100.head(1).assign(batch_size=96))["kind"].iloc[0] == (
+        "interpolation")
+
+
+def test_a_cpu_model_refuses_gpu_rows_with_advice():
+    x, y = _steady(gpu=None)
+    model = TrainingTimeModel().fit(x, y)
+    with pytest.raises(ValueError, match=r"measured on the CPU only.*predict_time"):
+        model.predict(x.head(1).assign(gpu="H100 SXM"))
+
+
+def test_cpu_and_gpu_networks_fit_side_by_side():
+    cpu, y_cpu = _steady(gpu=None, net="on_cpu")
+    gpu, y_gpu = _steady(gpu="Tesla T4", net="on_gpu")
+    x = pd.concat([cpu, gpu], ignore_index=True)
+    model = TrainingTimeModel().fit(x, np.concatenate([y_cpu, y_gpu]))
+    assert model.predict(cpu.head(2)) == pytest.approx(y_cpu[:2], rel=0.05)
+    assert model.predict(gpu.head(2)) == pytest.approx(y_gpu[:2], rel=0.05)
+    with pytest.raises(ValueError, match="'on_gpu' was measured on GPUs"):
+        model.predict(x.tail(1).assign(gpu=None))
+    mixed = x.assign(network="one")
+    with pytest.raises(ValueError, match="missing for some rows of network 'one'"):
+        TrainingTimeModel().fit(mixed, np.concatenate([y_cpu, y_gpu]))
+
+
+def test_ignore_takes_a_name_or_names_and_hardware_columns():
+    x, y = _steady()
+    x = x.assign(local_batch_size=x["batch_size"])
+    one = TrainingTimeModel(ignore="local_batch_size").fit(x, y)
+    assert "batch_size" in one.feature_names_in_
+    assert "local_batch_size" not in one.feature_names_in_
+    bare = TrainingTimeModel(ignore=["gpu_fp32_tflops", "gpu_bandwidth_gbs"]).fit(x, y)
+    assert not {"gpu_fp32_tflops", "gpu_bandwidth_gbs"} & set(bare.feature_names_in_)
+
+
+def test_transfer_error_is_the_measured_one_for_this_model():
+    from gpuperf_magics.model.estimator import MEASURED_MAPE
+
+    x, y = _steady()
+    model = TrainingTimeModel().fit(x, y)
+    table = model.predict_table(x.head(1).assign(gpu="A100 40GB"))
+    assert table["kind"].iloc[0] == "transfer"
+    assert table["expected_mape"].iloc[0] == pytest.approx(
+        max(MEASURED_MAPE["transfer"], model.fits_["net"].cv_mape))
+    assert any(f"about {100 * MEASURED_MAPE['transfer']:.0f}% expected error" in a
+               for a in model.advice_)
+
+
+def test_an_empty_table_to_predict_says_so():
+    x, y = _steady()
+    model = TrainingTimeModel().fit(x, y)
+    with pytest.raises(ValueError, match="X has no rows"):
+        model.predict(x.head(0))

@@ -54,3 +54,30 @@ def test_unknown_scenario_and_column_are_clear_errors() -> None:
         evaluate(TrainingTimeModel(), x, y, "threshold", column="batch_size")
     with pytest.raises(ValueError, match="empty"):
         evaluate(TrainingTimeModel(), x, y, "threshold", column="batch_size", threshold=1e9)
+
+
+def test_grouped_split_groups_by_what_the_model_sees(tmp_path):
+    """Store tables carry ids and timings per run: repeats must still fall on one side."""
+    import gpuperf_magics as gm
+    from gpuperf_magics.model import TrainingTimeModel, evaluate
+    from gpuperf_magics.model.evaluation import _configurations
+
+    rows = [{"network": "n", "batch_size": b, "time_s": 0.01 * b * (1 + 0.01 * r)}
+            for b in (8, 16, 32, 64, 128) for r in range(3)]
+    path = tmp_path / "runs.sqlite"
+    gm.Store(path).import_table(pd.DataFrame(rows))
+    runs = gm.Store(path).runs(status="ok")
+    x = runs.drop(columns="time_s")
+    groups = _configurations(x, ())
+    assert len(set(groups)) == 5  # run_id, created_at, it_* differ per run; features do not
+    table = evaluate(TrainingTimeModel(), x, runs["time_s"], "grouped", test_size=0.4)
+    assert int(table["n_test"].iloc[0]) % 3 == 0
+
+
+@pytest.mark.parametrize("size", [-0.5, 0.0, 1.0, 1.5])
+def test_test_size_must_be_a_fraction(size):
+    from gpuperf_magics.model import TrainingTimeModel, evaluate
+
+    x = pd.DataFrame({"batch_size": [8, 16, 32, 64]})
+    with pytest.raises(ValueError, match="test_size must be a fraction"):
+        evaluate(TrainingTimeModel(), x, [1.0, 2.0, 3.0, 4.0], "random", test_size=size)

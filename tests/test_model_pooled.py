@@ -143,3 +143,12 @@ def test_real_profiled_networks_predict_one_described_but_never_trained(tmp_path
     narrow = runs[runs["network"] == "narrow"].drop(columns="time_s").head(1).assign(
         network="narrow again", batch_size=16, iterations=100)
     assert table["time_s"].iloc[0] >= model.predict(narrow)[0] * (1 - 1e-9)
+
+
+def test_a_new_network_without_its_architecture_says_what_to_give():
+    x, y = _table()
+    held = x["network"] == "cnn_b"
+    model = TrainingTimeModel().fit(x[~held], y[~held])
+    row = x[held].head(1).assign(arch_flops_fwd_bwd=np.nan)
+    with pytest.raises(ValueError, match=r"'cnn_b' was never measured.*'arch_flops_fwd_bwd'"):
+        model.predict(row)

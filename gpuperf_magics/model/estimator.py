@@ -65,6 +65,7 @@ class _NetworkFit:
     # Every run covered the same number of iterations: nothing tells a set-up cost from the
     # time of an iteration, so the model learns the time of one and a job scales with its count.
     per_iteration: bool = False
+    columns: list[str] = field(default_factory=list)  # the features this network's model uses
     # Ranges of the features on each measured GPU (key: its rounded hardware row).
     ranges_by_hw: dict[tuple[float, ...], dict[str, tuple[float, float]]] = field(
         default_factory=dict)
@@ -203,8 +204,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         )
         self.low_confidence_ = any(f.n_configs < 4 for f in self.fits_.values())
         self.pooled_: PooledModel | None = None
-        if self.method == "default" and prep.network is not None:
-            hw = tuple(c for c in HARDWARE if c in prep.features.columns)
+        hw_values = prep.features[[c for c in HARDWARE if c in prep.features.columns]]
+        if (self.method == "default" and prep.network is not None
+                and not hw_values.isna().any(axis=None)):  # one kind of device across networks
+            hw = tuple(hw_values.columns)
             self.pooled_ = fit_pooled(prep.features, prep.iterations, target, prep.network, hw,
                                       self.transfer_prior_.rho)
         return self
@@ -213,6 +216,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self, net: str, prep: Prepared, rows: np.ndarray, y: np.ndarray
     ) -> _NetworkFit:
         feats = prep.features.iloc[rows].reset_index(drop=True)
+        feats = feats.loc[:, feats.notna().all()]  # a CPU network beside GPU ones: no hardware
         its = prep.iterations[rows]
         per_iteration = bool(len(its) and np.ptp(its) == 0 and its[0] != 1)
         if per_iteration:
@@ -267,7 +271,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             transfer = self.transfer_prior_
         fit = _NetworkFit(
             model, ranges, hardware, labels, hw_cols, abs_logres, cv, n_configs, batch, transfer,
-            physical, transfer_method, per_iteration, ranges_by_hw,
+            physical, transfer_method, per_iteration=per_iteration, ranges_by_hw=ranges_by_hw,
+            columns=list(feats.columns),
         )
         self._advise(net, fit)
         return fit
@@ -351,13 +356,21 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             raise ValueError(f"coverage must be in (0, 1), not {cov!r}")
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(np.asarray(X)))
         prep = prepare(X, self.ignore, prefer_catalog=self.method == "default")
-        missing = [c for c in self.feature_names_in_ if c not in prep.features.columns]
+        nets = prep.network if prep.network is not None else np.full(len(prep.features), "*")
+        needed = {c for n in pd.unique(nets) if n in self.fits_ for c in self.fits_[n].columns}
+        missing = [c for c in self.feature_names_in_
+                   if c in needed and c not in prep.features.columns]
+        if missing and set(missing) <= set(HARDWARE):
+            gpu_nets = [n for n in pd.unique(nets) if n in self.fits_ and self.fits_[n].hw_cols]
+            raise ValueError(
+                f"network {gpu_nets[0]!r} was measured on GPUs: give its rows a gpu (or "
+                "gpu_fp32_tflops and gpu_bandwidth_gbs)"
+            )
         if missing:
             raise ValueError(
                 f"X lacks the column(s) {', '.join(map(repr, missing))} the model was fitted "
                 "with (or the GPU could not be resolved to them)"
             )
-        nets = prep.network if prep.network is not None else np.full(len(prep.features), "*")
         unknown = sorted(set(nets) - set(self.fits_))
         if unknown and self.pooled_ is None:
             raise ValueError(
@@ -392,6 +405,15 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         pooled = self.pooled_
         assert pooled is not None
         feats = prep.features.iloc[rows].reset_index(drop=True)
+        lacking = [c for c in (*REQUIRED, *pooled.hw_cols)
+                   if c not in feats.columns or feats[c].isna().any()]
+        if lacking:
+            net = prep.network[rows][0] if prep.network is not None else "?"
+            raise ValueError(
+                f"network {net!r} was never measured: predicting it from its architecture "
+                f"needs {', '.join(map(repr, lacking))} on its rows "
+                "(gpuperf_magics.architecture.describe(model, batch) gives the arch_* figures)"
+            )
         pred = pooled.predict(feats, prep.iterations[rows])
         expected = np.full(len(rows), pooled.cv_mape)
         detail = (f"from the architecture of {len(pooled.networks)} measured networks "
@@ -417,10 +439,16 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     def _predict_network(
         self, fit: _NetworkFit, prep: Prepared, rows: np.ndarray, cov: float, out: dict
     ) -> None:
-        feats = prep.features.iloc[rows][list(self.feature_names_in_)].reset_index(drop=True)
+        feats = prep.features.iloc[rows][fit.columns].reset_index(drop=True)
         count = prep.iterations[rows]
         its = np.ones_like(count) if fit.per_iteration else count
         labels = prep.hardware_label[rows]
+        if fit.hw_cols and feats[fit.hw_cols].isna().any(axis=None):
+            raise ValueError(
+                f"network {prep.network[rows][0] if prep.network is not None else ''!r} was "
+                "measured on GPUs: give its rows a gpu (or gpu_fp32_tflops and "
+                "gpu_bandwidth_gbs)"
+            )
         if not fit.hw_cols and (labels != "CPU").any():
             gpu = labels[labels != "CPU"][0]
             name = "" if prep.network is None else f" of {prep.network[rows][0]!r}"

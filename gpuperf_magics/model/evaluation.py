@@ -84,14 +84,14 @@ def evaluate(
                 f"column {column!r} is not in X; columns: " + ", ".join(map(str, X.columns))
             )
     splits: list[tuple[str, str, np.ndarray]] = []  # (held_out, position, test mask)
+    if scenario in ("random", "grouped") and not 0 < test_size < 1:
+        raise ValueError(f"test_size must be a fraction in (0, 1), not {test_size!r}")
     rng = np.random.default_rng(random_state)
     if scenario == "random":
         test = rng.random(len(X)) < test_size
         splits.append((f"{test_size:.0%} of rows", "", test))
     elif scenario == "grouped":
-        numeric = X.select_dtypes(include=["number", "bool"]).to_numpy(dtype=float)
-        keys = pd.Series([str(r) for r in X.astype(str).to_numpy().tolist()])
-        groups = config_groups(numeric) if numeric.shape[1] else pd.factorize(keys)[0]
+        groups = _configurations(X, getattr(model, "ignore", ()))
         uniq = np.unique(groups)
         chosen = rng.choice(uniq, max(1, round(test_size * len(uniq))), replace=False)
         splits.append((f"{test_size:.0%} of configurations", "", np.isin(groups, chosen)))
@@ -129,3 +129,18 @@ def evaluate(
             }
         )
     return pd.DataFrame(rows)
+
+
+def _configurations(X: pd.DataFrame, ignore: Any) -> np.ndarray:
+    """A configuration id per row: rows with equal features (as the model sees them: network,
+    iterations and the feature columns, not ids, timings or bookkeeping) share one."""
+    from gpuperf_magics.model.inputs import prepare
+
+    try:
+        prep = prepare(X, ignore)
+    except ValueError:  # a table the model would refuse anyway: fall back to every column
+        keys = pd.Series([str(r) for r in X.astype(str).to_numpy().tolist()])
+        return pd.factorize(keys)[0]
+    numeric = np.nan_to_num(prep.features.to_numpy(dtype=float), nan=-1.0)  # CPU: no GPU
+    nets = pd.factorize(prep.network)[0] if prep.network is not None else np.zeros(len(X))
+    return config_groups(np.column_stack([numeric, prep.iterations, nets]))

@@ -312,8 +312,8 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
     ----------
     x : DataFrame or 2-D numeric array
         The canonical table (extra columns are ignored) or a plain feature array.
-    ignore : sequence of str, default ()
-        Further columns not to use as features.
+    ignore : str or sequence of str, default ()
+        Further columns not to use as features (hardware columns included).
     prefer_catalog : bool, default False
         Use the catalog's per-device figures where a given ``gpu_*`` figure of a resolvable
         ``gpu`` name differs from them by more than :data:`CATALOG_TOLERANCE`.
@@ -323,11 +323,13 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
     ValueError
         Empty table; a feature that is not numeric, NaN or infinite; a ``batch_size``,
         ``iterations`` or hardware value that is not positive; an unknown GPU name (the message
-        lists close matches); CPU and GPU runs mixed in one network.
+        lists close matches); CPU and GPU runs mixed in one network (hardware columns are NaN
+        on the rows of networks measured only on the CPU).
     """
     frame = _as_frame(x)
     if len(frame) == 0:
-        raise ValueError("X has no rows: profile at least one training run first")
+        raise ValueError("X has no rows")
+    ignore = [ignore] if isinstance(ignore, str) else list(ignore)
     frame = frame.reset_index(drop=True)
     if "network" in frame.columns:
         net = frame["network"]
@@ -346,19 +348,28 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
             columns[str(col)] = _numeric(frame, str(col))
     for col in HARDWARE:
         values = hw[col].to_numpy(dtype=float)
-        if np.all(np.isnan(values)):
+        if col in ignore or np.all(np.isnan(values)):
             continue
         if np.any(np.isnan(values)):
-            missing = labels[np.isnan(values)][0]
-            raise ValueError(
-                f"column {col!r} is missing for some rows (e.g. {missing}); CPU and GPU runs, or "
-                "GPUs the catalog lacks this figure for, cannot share one model: fit them "
-                f"separately or fill {col!r}"
-            )
+            # A CPU network beside GPU networks is fine (one model each); within one network
+            # CPU and GPU runs cannot share a model.
+            nets = network if network is not None else np.full(len(values), "*")
+            mixed = [n for n in pd.unique(nets)
+                     if 0 < np.isnan(values[nets == n]).sum() < (nets == n).sum()]
+            if mixed:
+                missing = labels[np.isnan(values) & (nets == mixed[0])][0]
+                name = "" if network is None else f" of network {mixed[0]!r}"
+                raise ValueError(
+                    f"column {col!r} is missing for some rows{name} (e.g. {missing}); CPU and "
+                    "GPU runs, or GPUs the catalog lacks this figure for, cannot share one "
+                    f"model: fit them separately or fill {col!r}"
+                )
         columns[col] = values
     features = pd.DataFrame(columns)
     checks = {"iterations": iterations, **columns}
     for col, values in checks.items():
+        if col in HARDWARE:
+            values = values[~np.isnan(values)]  # whole networks without a GPU (checked above)
         if not np.all(np.isfinite(values)):
             raise ValueError(
                 f"column {col!r} has NaN or infinite values; fill them or pass "
