@@ -146,19 +146,21 @@ def test_exception_in_cell_keeps_partial_run_and_fails_the_cell(shell, capsys, _
 
 
 def test_real_sigint_stores_interrupted_run(shell, capsys, _isolated_store):
-    # The handler raises at the next bytecode it can; with the collector off and a sleep to
-    # wake from, that is in this frame, not in some finaliser that would swallow it.
+    import signal
+
+    # A harness that starts pytest in the background (``cmd &`` in a script) has SIGINT
+    # ignored, and Python then never installs its KeyboardInterrupt handler: install it here.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     cell = LOOP.replace(
         "    opt.step()\n",
-        "    opt.step()\n    if step == 4:\n        import gc, os, signal, time\n"
-        "        gc.disable()\n"
-        "        try:\n"
-        "            os.kill(os.getpid(), signal.SIGINT)\n"
-        "            time.sleep(5)\n"
-        "        finally:\n"
-        "            gc.enable()\n",
+        "    opt.step()\n    if step == 4:\n        import os, signal, time\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(5)\n",
     )
-    result = shell.run_cell("%%profile_training\n" + cell)
+    try:
+        result = shell.run_cell("%%profile_training\n" + cell)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     out = capsys.readouterr().out
     assert isinstance(result.error_in_exec, KeyboardInterrupt)
     assert "[interrupted]" in out
