@@ -139,6 +139,9 @@ def test_spellings_are_tolerated(name: str, expected: str) -> None:
         ("NVIDIA H800", "NVIDIA H200"),
         ("Tesla V100-SXM3-32GB", "Tesla V100-SXM2-32GB"),
         ("A100 48GB", "NVIDIA A100-SXM4-40GB"),
+        ("H10O", "NVIDIA H100 80GB HBM3"),  # a typo in the model number
+        ("4090 laptop", "NVIDIA GeForce RTX 4090"),  # the model number, another product
+        ("tesla v10", "Tesla V100-SXM2-16GB"),
     ],
 )
 def test_unknown_names_raise_with_close_matches(name: str, close: str) -> None:

@@ -437,8 +437,17 @@ def _pick_default(name: str, family: str, candidates: list[int], index: _Index) 
 
 
 def _close_matches(text: str) -> list[str]:
+    """Catalog names near ``text``: the whole spelling, then its model numbers ("h10o" is
+    near "h100", "4090 laptop" shares "4090" with the RTX 4090)."""
     index = _index()
-    found = difflib.get_close_matches(text, list(index.texts), n=10, cutoff=0.6)
+    texts = list(index.texts)
+    found = difflib.get_close_matches(text, texts, n=10, cutoff=0.6)
+    tokens = sorted({w for t in texts for w in t.split() if any(c.isdigit() for c in w)})
+    for word in text.lower().split():
+        if not any(c.isdigit() for c in word):
+            continue  # "tesla", "laptop": too common or no help
+        for token in difflib.get_close_matches(word, tokens, n=3, cutoff=0.7):
+            found += [t for t in texts if token in t.split()]
     names: list[str] = []
     for match_text in found:
         canonical = index.texts[match_text]
