@@ -320,7 +320,7 @@ def test_add_gpus_from_a_csv_adds_and_overrides(tmp_path: Path) -> None:
     assert catalog.lookup("Example 9000")["gpu_fp32_tflops"] == 50.5
     t4 = catalog.lookup("Tesla T4")
     assert t4["gpu_bandwidth_gbs"] == 300.0
-    assert t4["gpu_sm_count"] is None  # a replaced row is the user's row, not a merge
+    assert t4["gpu_sm_count"] == 40  # figures the row leaves empty keep the built-in ones
     assert table.loc[table["name"] == "Tesla T4", "source"].item() == "our measured bandwidth"
     catalog.clear_user_gpus()
     assert catalog.match("Example 9000") is None
@@ -393,3 +393,21 @@ def test_builtin_table_passes_the_user_validation() -> None:
     _, errors = catalog._validate(table.astype(object), required=catalog.REQUIRED)
     assert errors == []
     assert not any(math.isnan(v) for v in table["gpu_fp32_tflops"])
+
+
+def test_a_partial_row_corrects_a_builtin_gpu_and_keeps_the_rest() -> None:
+    import pandas as pd
+
+    try:
+        names = catalog.add_gpus(pd.DataFrame([{
+            "name": "tesla t4", "gpu_memory_gb": 16, "gpu_bandwidth_gbs": 300,
+            "gpu_fp32_tflops": 8.1}]))
+        assert names == ["Tesla T4"]  # the canonical spelling stays
+        row = catalog.lookup("T4")  # the built-in aliases still resolve
+        assert row["gpu_name"] == "Tesla T4" and row["gpu_bandwidth_gbs"] == 300
+        assert row["gpu_architecture"] == "Turing" and row["gpu_sm_count"] == 40
+        assert row["gpu_fp16_tflops"] == 65
+        source = catalog.gpus().set_index("name").loc["Tesla T4", "source"]
+        assert source.startswith("user-supplied; other figures: ")
+    finally:
+        catalog.clear_user_gpus()

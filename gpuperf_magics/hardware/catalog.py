@@ -514,7 +514,10 @@ def match(name: str) -> str | None:
 
 
 def add_gpus(path_or_df: str | os.PathLike[str] | pd.DataFrame) -> list[str]:
-    """Add GPUs to the catalog of this process, or replace built-in rows of the same name.
+    """Add GPUs to the catalog of this process, or correct built-in rows of the same name.
+
+    A row named like a built-in GPU (in any case) replaces its figures; what it leaves empty
+    keeps the built-in values, and the canonical name and aliases stay.
 
     Parameters
     ----------
@@ -567,6 +570,7 @@ def add_gpus(path_or_df: str | os.PathLike[str] | pd.DataFrame) -> list[str]:
             "gpuperf_magics/hardware says what each column means and its unit."
         )
     table["source"] = table["source"].map(lambda s: s or "user-supplied")
+    table = _complete_from_builtin(table)
     if _user_rows is None:
         _user_rows = table
     else:
@@ -574,6 +578,36 @@ def add_gpus(path_or_df: str | os.PathLike[str] | pd.DataFrame) -> list[str]:
         _user_rows = pd.concat([_user_rows[keep], table], ignore_index=True)
     _invalidate()
     return table["name"].tolist()
+
+
+def _complete_from_builtin(table: pd.DataFrame) -> pd.DataFrame:
+    """A row that replaces a built-in GPU keeps its canonical name and every figure it does
+    not give (a corrected bandwidth must not erase the architecture and SM count)."""
+    builtin = _builtin()
+    by_name = {name.lower(): i for i, name in enumerate(builtin["name"])}
+    table = table.copy()
+    for j in range(len(table)):
+        i = by_name.get(str(table.at[j, "name"]).lower())
+        if i is None:
+            continue
+        table.at[j, "name"] = builtin.at[i, "name"]
+        if table.at[j, "source"] == "user-supplied":
+            table.at[j, "source"] = f"user-supplied; other figures: {builtin.at[i, 'source']}"
+        for col in table.columns:
+            if col in builtin.columns and _missing(table.at[j, col]):
+                table.at[j, col] = builtin.at[i, col]
+    return table
+
+
+def _missing(value: Any) -> bool:
+    import pandas as pd
+
+    if isinstance(value, str):
+        return value.strip() == ""
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def clear_user_gpus() -> None:
