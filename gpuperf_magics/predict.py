@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,11 +48,12 @@ class PredictionError(ValueError):
 
 
 def parse_batch_sizes(text: str | None) -> list[int] | None:
-    """``"32,64,128"`` → ``[32, 64, 128]`` (the ``--batch-size`` option of magic and CLI)."""
+    """``"32,64,128"`` (or ``"32 64"``, ``"32, 64"``) → ``[32, 64, 128]`` (the
+    ``--batch-size`` option of magic and CLI)."""
     if text is None:
         return None
     try:
-        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+        values = [int(v) for v in re.split(r"[,\s]+", text) if v]
     except ValueError:
         raise PredictionError(
             f"--batch-size expects integers separated by commas, e.g. 32,64,128; got {text!r}"
@@ -305,19 +307,28 @@ def _usable_runs(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         notes.append(f"learnt from the {kind} runs (the latest run's device); "
                      f"{int((~keep).sum())} {other} run(s) left out")
         runs = runs[keep]
-    params = runs.get("arch_params")
-    told = [c for c in runs.attrs.get("feature_columns", []) if c in runs
-            and runs[c].nunique(dropna=True) > 1]  # a feature (depth ...) says what differs
-    if params is not None and params.dropna().nunique() > 1 and not told:
-        # Runs of one name with different architectures (a default name shared by two
-        # nn.Sequential models, or --name reused): learn from the latest run's architecture.
-        latest = params.dropna().iloc[-1]
-        keep = params.isna() | (params == latest)
-        notes.append(f"learnt from the runs of the latest architecture ({int(latest):,} "
-                     f"parameters); {int((~keep).sum())} run(s) of other architectures under "
-                     "the same name left out: give each network its own --name")
-        runs = runs[keep]
     return runs.reset_index(drop=True), notes
+
+
+#: Architecture figures that become features when runs of one name differ in them (a depth
+#: or width study named as one network).
+ARCH_FEATURES = ("arch_depth", "arch_params", "arch_flops_fwd_bwd")
+
+
+def _architecture_features(runs: pd.DataFrame, notes: list[str]) -> list[str]:
+    """The ``arch_*`` figures that vary among one network's runs, as features.
+
+    Runs named alike but built differently (``--name resnet`` over ResNet-18/34/50) are one
+    study: the model learns how time follows depth, parameters and FLOPs, and predicts for the
+    latest run's architecture unless ``--set arch_depth=...`` says otherwise.
+    """
+    varying = [c for c in ARCH_FEATURES if c in runs.columns and runs[c].notna().all()
+               and runs[c].nunique() > 1]
+    if varying:
+        notes.append(f"runs of {runs['network'].iloc[0]!r} differ in architecture: learnt with "
+                     f"{', '.join(varying)} as features, predicted for the latest run's "
+                     "(--set arch_depth=N for another; separate networks need their own --name)")
+    return varying
 
 
 def fit_store(
@@ -369,7 +380,7 @@ def fit_store(
     runs.attrs = dict(all_runs.attrs)
     if runs.empty:
         raise PredictionError(f"no usable run of {net!r}: " + "; ".join(notes))
-    columns = _feature_columns(runs, notes)
+    columns = _feature_columns(runs, notes) + _architecture_features(runs, notes)
     try:
         model = TrainingTimeModel().fit(
             *per_iteration_table(runs, columns, robust_times(st, runs))

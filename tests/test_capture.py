@@ -672,3 +672,136 @@ def test_older_torch_global_hooks_without_kwargs(monkeypatch):
     assert len(run.iterations) == 6 and run.batch_size == 16
     assert run.architecture["arch_params"] == 2762
     assert not module_mod._global_forward_hooks
+
+
+def test_an_eval_call_before_training_does_not_describe_the_run():
+    """Validation before the loop (another input, no autocast) must not stand for training."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        model.eval()
+        model(torch.randn(64, 32))  # gradients on, eval mode: a validation pass
+        model.train()
+        for _ in range(4):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                loss = model(torch.randn(16, 32)).float().sum()
+            loss.backward()
+            opt.step()
+    assert run.batch_size == 16
+    assert run.architecture["arch_amp"] is True
+    assert not any("eval() mode" in note for note in run.notes)
+
+
+def test_phases_of_a_model_left_in_eval_mode():
+    model = mlp()
+    model.eval()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False, phases=True) as run:
+        train(model, opt, steps=8)
+    medians = run.phase_medians()
+    assert medians["forward"] > 0 and medians["backward"] > 0
+
+
+def test_a_leading_scalar_with_keyword_inputs_keeps_the_batch():
+    class Tempered(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = mlp()
+
+        def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x) / temperature
+
+    model = Tempered()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        for _ in range(6):
+            opt.zero_grad()
+            model(torch.tensor(2.0), x=torch.randn(16, 32)).sum().backward()
+            opt.step()
+    assert run.batch_size == 16
+    assert all(it.samples == 16 for it in run.iterations)
+
+
+def test_older_torch_keyword_inputs_still_give_flops(monkeypatch):
+    from torch.nn.modules import module as module_mod
+
+    real = module_mod.register_module_forward_hook
+    monkeypatch.setattr(module_mod, "register_module_forward_hook",
+                        lambda hook, *, always_call=False: real(hook, always_call=always_call))
+
+    class Keyworded(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = mlp()
+
+        def forward(self, *, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x)
+
+    model = Keyworded()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with gm.profile_training(save=False) as run:
+        for _ in range(4):
+            opt.zero_grad()
+            model(x=torch.randn(16, 32)).sum().backward()
+            opt.step()
+    assert run.batch_size == 16
+    assert run.architecture["arch_flops_fwd"] == 2 * (32 * 64 + 64 * 10)
+
+
+def test_tf32_flags_under_the_newer_precision_api(monkeypatch):
+    from gpuperf_magics.capture import session
+
+    class Refusing:
+        fp32_precision = "tf32"
+
+        @property
+        def allow_tf32(self) -> bool:
+            raise RuntimeError("mix of the legacy and new APIs")
+
+    class Inherit:
+        fp32_precision = "none"
+
+    calls = session._tf32_allowed(lambda: Refusing().allow_tf32, [Refusing()])
+    assert calls is True
+    assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit(), Refusing()]) is True
+    assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit()]) is None
+    assert session._tf32_allowed(lambda: False, [Refusing()]) is False  # legacy read wins
+
+
+def test_default_names_never_print_exponents():
+    from gpuperf_magics.capture.session import default_name
+
+    assert default_name("Net", 999_600) == "Net-1M"
+    assert default_name("Net", 999_600_000) == "Net-1B"
+    assert default_name("Net", 999_499) == "Net-999K"
+    assert default_name("Net", 999) == "Net-999"
+
+
+def test_a_run_under_torchs_newer_tf32_api_is_saved(tmp_path):
+    """torch >= 2.9: once fp32_precision is set, reading allow_tf32 raises (own process)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import torch
+        from torch import nn
+        import gpuperf_magics as gm
+
+        torch.backends.fp32_precision = "tf32"
+        model = nn.Sequential(nn.Linear(8, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        with gm.profile_training(name="m", store={str(tmp_path / 'r.sqlite')!r}) as run:
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.randn(4, 8)).sum().backward()
+                opt.step()
+        print(run.run_id, run.architecture["arch_tf32_matmul"])
+    """)
+    if not hasattr(torch.backends, "fp32_precision"):
+        pytest.skip("this torch has no fp32_precision API")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "True"]

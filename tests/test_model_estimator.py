@@ -434,3 +434,10 @@ def test_an_empty_table_to_predict_says_so():
     model = TrainingTimeModel().fit(x, y)
     with pytest.raises(ValueError, match="X has no rows"):
         model.predict(x.head(0))
+
+
+def test_ignoring_the_hardware_learns_one_model_for_every_gpu():
+    x, y = _steady()
+    model = TrainingTimeModel(ignore=["gpu_fp32_tflops", "gpu_bandwidth_gbs"]).fit(x, y)
+    assert model.predict(x) == pytest.approx(y, rel=0.05)
+    assert model.predict(x.head(1).assign(gpu="A100 40GB"))[0] == pytest.approx(y[0], rel=0.05)

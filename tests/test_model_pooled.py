@@ -11,7 +11,7 @@ from torch import nn
 import gpuperf_magics as gm
 from gpuperf_magics.architecture import describe
 from gpuperf_magics.model import TrainingTimeModel, evaluate
-from gpuperf_magics.model.pooled import TERMS
+from gpuperf_magics.model.pooled import TERM_COLUMNS, TERMS
 
 #: (GFLOPs per sample, parameters, conv layers, layers) of made-up networks.
 NETS = {
@@ -152,3 +152,25 @@ def test_a_new_network_without_its_architecture_says_what_to_give():
     row = x[held].head(1).assign(arch_flops_fwd_bwd=np.nan)
     with pytest.raises(ValueError, match=r"'cnn_b' was never measured.*'arch_flops_fwd_bwd'"):
         model.predict(row)
+
+
+def test_a_new_network_on_a_gpu_needs_gpu_runs():
+    x, y = _table()
+    cpu = x.drop(columns="gpu")
+    held = cpu["network"] == "cnn_b"
+    model = TrainingTimeModel().fit(cpu[~held], y[~held])
+    assert model.pooled_ is not None and model.pooled_.hw_cols == ()
+    with pytest.raises(ValueError, match="measured on the CPU only"):
+        model.predict(cpu[held].head(1).assign(gpu="H100 SXM"))
+
+
+def test_a_new_network_lacking_a_figure_its_terms_read_is_refused():
+    x, y = _table()
+    held = x["network"] == "cnn_b"
+    model = TrainingTimeModel().fit(x[~held], y[~held])
+    reads = {c for t in model.pooled_.terms for c in TERM_COLUMNS[t]}
+    dropped = sorted(reads - {"gpu_count"})
+    if not dropped:
+        pytest.skip("the selected terms read no optional column")
+    with pytest.raises(ValueError, match=dropped[0]):
+        model.predict(x[held].head(1).drop(columns=dropped))

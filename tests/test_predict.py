@@ -136,7 +136,7 @@ def test_empty_store_says_to_profile_first(tmp_path):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("32,64, 128", [32, 64, 128]), (None, None)],
+    [("32,64, 128", [32, 64, 128]), ("32 64", [32, 64]), (None, None)],
 )
 def test_parse_batch_sizes(text, expected):
     assert predict.parse_batch_sizes(text) == expected
@@ -296,6 +296,8 @@ def test_unquoted_names_and_lists_read_as_meant(ip, filled):
     frame = result.frame
     assert list(frame["batch_size"]) == [16, 48] * 3
     assert list(dict.fromkeys(frame["gpu"].dropna())) == ["NVIDIA A100-SXM4-80GB", "Tesla T4"]
+    spaced = ip.run_line_magic("predict_time", f"mlp --store {filled} --batch-size 16 48 -q -o")
+    assert list(spaced.frame["batch_size"]) == [16, 48]
 
 
 def test_a_feature_some_runs_lack_is_left_out_with_a_note(tmp_path):
@@ -309,7 +311,7 @@ def test_a_feature_some_runs_lack_is_left_out_with_a_note(tmp_path):
     assert result.frame["time_s"].iloc[0] == pytest.approx(10 * 0.24, rel=0.1)
 
 
-def test_runs_of_one_name_with_other_architectures_are_not_mixed(tmp_path, profile_mlp):
+def test_runs_of_one_name_with_other_architectures_are_one_study(tmp_path, profile_mlp):
     import torch
     from torch import nn
 
@@ -324,5 +326,10 @@ def test_runs_of_one_name_with_other_architectures_are_not_mixed(tmp_path, profi
                 big(torch.randn(batch, 32)).sum().backward()
                 opt.step()
     result = predict.predict_time(path, batch_sizes=[64])
-    assert result.runs == 2
-    assert any("3 run(s) of other architectures" in n and "--name" in n for n in result.notes)
+    assert result.runs == 5
+    assert any("differ in architecture" in n and "arch_params" in n for n in result.notes)
+    frame = result.frame
+    assert frame["arch_params"].iloc[0] == 32 * 1024 + 1024 + 1024 * 10 + 10  # the latest
+    small = predict.predict_time(path, batch_sizes=[16], settings={"arch_params": 5514})
+    assert small.frame["kind"].iloc[0] == "interpolation"
+

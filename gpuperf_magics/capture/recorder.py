@@ -116,7 +116,9 @@ def _is_compiled_wrapper(module: nn.Module) -> bool:
 # Event codes of the log. One tuple per event: (code, token, batch, inside_step, module_id).
 # FWD_EVAL: a call of the model in eval() mode with gradients on; it stands for FWD only when
 # the model never ran in train() mode (a loop that forgot model.train() after validation).
-FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED, FWD_EVAL = range(8)
+# FWD_END_EVAL ends such a call (with --phases) and stands for FWD_END on the same terms.
+FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED, FWD_EVAL, FWD_END_EVAL = (
+    range(9))
 
 
 class Recorder:
@@ -142,6 +144,7 @@ class Recorder:
         self.other_steps: Counter[str] = Counter()
         self.optimizer_info: dict[str, Any] = {}
         self.example: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+        self._example_from_eval = False  # the example came from an eval() call
         self.autocast = False
         self.loaders: dict[int, list[Any]] = {}  # id -> [loader, passes]
         self.events: list[tuple[Any, ...]] = []
@@ -328,7 +331,7 @@ class Recorder:
             return
         self._top = module
         self._top_token = self._ensure_clock(_device_of(module, args)).mark()
-        if _is_compiled_wrapper(module) and module.training:
+        if _is_compiled_wrapper(module):
             # Adopt at once, before Dynamo traces the inner module with global hooks present:
             # otherwise removing them later would force a recompilation.
             self._depth = 0
@@ -347,9 +350,12 @@ class Recorder:
             return
         kwargs, output = rest
         entry = self._seen.get(id(module))
-        if entry is None:
-            entry = self._seen[id(module)] = [module, 0, (tuple(args), dict(kwargs)),
-                                              _autocast_on()]
+        if entry is None or (entry[4] and module.training):
+            # A training call's inputs and autocast state describe the model, not an eval
+            # call's (a validation pass before the loop).
+            calls = entry[1] if entry is not None else 0
+            entry = self._seen[id(module)] = [module, calls, (tuple(args), dict(kwargs)),
+                                              _autocast_on(), not module.training]
         if not module.training:
             # Only a fallback (see FWD_EVAL); never enough to adopt a model by its calls.
             self.events.append((FWD_EVAL, self._top_token, _batch_of(args, kwargs),
@@ -377,8 +383,11 @@ class Recorder:
         """Make ``module`` the model: per-model hooks on it, global module hooks removed."""
         self.model = module
         entry = self._seen.get(id(module))
-        if entry is not None:
+        if entry is not None and (entry[2][0] or entry[2][1]):
+            # (Global hooks of torch < 2.6 see no keyword inputs: an empty example is left
+            # for the model's own hooks to fill.)
             self.example, self.autocast = entry[2], entry[3]
+            self._example_from_eval = entry[4]
         self._global_off()
         self._seen.clear()
         self._install_model_hooks(module, timed=timed or self.phases)
@@ -393,7 +402,7 @@ class Recorder:
                 module.register_forward_pre_hook(self._m_pre_timed, with_kwargs=True),
                 module.register_forward_hook(self._m_post, with_kwargs=True, always_call=True),
             ]
-        elif self.example is not None and _first_tensor(self.example[0]) is not None:
+        elif self.example is not None and _first_tensor(self.example[0], 1) is not None:
             # The model takes its batch positionally: a hook without kwargs costs half as much
             # (torch builds no kwargs path for it): ~1.6 µs instead of ~3.5 µs per call.
             self._model_handles = [module.register_forward_pre_hook(self._m_pre_positional)]
@@ -402,9 +411,10 @@ class Recorder:
                                                                     with_kwargs=True)]
 
     def _log_forward(self, module: nn.Module, args: Any, kwargs: Any, token: int | None) -> None:
-        if self.example is None:
+        if self.example is None or (self._example_from_eval and module.training):
             self.example = (tuple(args), dict(kwargs or {}))
             self.autocast = _autocast_on()
+            self._example_from_eval = not module.training
         self.events.append((FWD if module.training else FWD_EVAL, token,
                             _batch_of(args, kwargs), self._step_depth > 0, id(module)))
 
@@ -428,9 +438,10 @@ class Recorder:
             self._log_forward(module, args, kwargs, token)
 
     def _m_post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
-        if module.training and _is_grad_enabled() and self.clock is not None:
+        if _is_grad_enabled() and self.clock is not None:
             if self.phases:
-                self.events.append((FWD_END, self.clock.mark()))
+                code = FWD_END if module.training else FWD_END_EVAL
+                self.events.append((code, self.clock.mark()))
             self._after_forward(output)
 
     def _after_forward(self, output: Any) -> None:
@@ -477,7 +488,11 @@ class Recorder:
         stand_in = self.eval_mode_training
         out = []
         for e in self.events:
-            if e[0] == FWD_EVAL:
+            if e[0] == FWD_END_EVAL:
+                if not stand_in:
+                    continue
+                e = (FWD_END, *e[1:])
+            elif e[0] == FWD_EVAL:
                 if not stand_in or e[4] != model_id:
                     continue
                 e = (FWD, *e[1:])

@@ -358,15 +358,35 @@ def _gpu_count(model: Any) -> int:
     return 1
 
 
-def _tf32_flags() -> dict[str, bool]:
+def _tf32_flags() -> dict[str, bool | None]:
     """Whether FP32 matrix multiplies and cuDNN convolutions could use TF32 tensor cores
-    (Ampere and later): what peak a GPU move should follow (``model.inputs.precision_of``)."""
+    (Ampere and later): what peak a GPU move should follow (``model.inputs.precision_of``).
+    None where torch cannot say; never an error (the run matters more than this flag)."""
     import torch
 
+    backends = torch.backends
     return {
-        "arch_tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "arch_tf32_conv": bool(torch.backends.cudnn.allow_tf32),
+        "arch_tf32_matmul": _tf32_allowed(
+            lambda: backends.cuda.matmul.allow_tf32,
+            [backends.cuda.matmul, backends.cuda, backends]),
+        "arch_tf32_conv": _tf32_allowed(
+            lambda: backends.cudnn.allow_tf32,
+            [getattr(backends.cudnn, "conv", None), backends.cudnn, backends]),
     }
+
+
+def _tf32_allowed(legacy: Any, scopes: list[Any]) -> bool | None:
+    """The legacy ``allow_tf32`` flag, else torch >= 2.9's ``fp32_precision`` ("tf32",
+    "ieee", or "none" = as the enclosing scope says), which the legacy read refuses once set."""
+    try:
+        return bool(legacy())
+    except Exception:  # a RuntimeError when the new API was used
+        pass
+    for scope in scopes:
+        value = getattr(scope, "fp32_precision", None)
+        if isinstance(value, str) and value != "none":
+            return value == "tf32"
+    return None
 
 
 def default_name(class_name: str, params: int | None) -> str:
@@ -379,7 +399,7 @@ def default_name(class_name: str, params: int | None) -> str:
     if not params:
         return class_name
     for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if params >= scale:
+        if params >= scale * 0.9995:  # 999,600 rounds to "1M", not "1e+03K"
             return f"{class_name}-{params / scale:.3g}{suffix}"
     return f"{class_name}-{params}"
 

@@ -66,6 +66,7 @@ class _NetworkFit:
     # time of an iteration, so the model learns the time of one and a job scales with its count.
     per_iteration: bool = False
     columns: list[str] = field(default_factory=list)  # the features this network's model uses
+    on_cpu: bool = False  # every training row ran on the CPU (no GPU named or described)
     # Ranges of the features on each measured GPU (key: its rounded hardware row).
     ranges_by_hw: dict[tuple[float, ...], dict[str, tuple[float, float]]] = field(
         default_factory=dict)
@@ -273,6 +274,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             model, ranges, hardware, labels, hw_cols, abs_logres, cv, n_configs, batch, transfer,
             physical, transfer_method, per_iteration=per_iteration, ranges_by_hw=ranges_by_hw,
             columns=list(feats.columns),
+            on_cpu=bool((prep.hardware_label[rows] == "CPU").all()),
         )
         self._advise(net, fit)
         return fit
@@ -405,7 +407,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         pooled = self.pooled_
         assert pooled is not None
         feats = prep.features.iloc[rows].reset_index(drop=True)
-        lacking = [c for c in (*REQUIRED, *pooled.hw_cols)
+        lacking = [c for c in pooled.needed
                    if c not in feats.columns or feats[c].isna().any()]
         if lacking:
             net = prep.network[rows][0] if prep.network is not None else "?"
@@ -419,6 +421,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         detail = (f"from the architecture of {len(pooled.networks)} measured networks "
                   f"(FLOPs per sample, parameters, layer types)")
         details = np.full(len(rows), detail, dtype=object)
+        labels = prep.hardware_label[rows]
+        if not pooled.hw_cols and (labels != "CPU").any():
+            raise ValueError(
+                f"the networks were measured on the CPU only: the model cannot say how "
+                f"{labels[labels != 'CPU'][0]} runs a new one. Profile runs on a GPU first"
+            )
         if pooled.hw_cols:
             measured = np.vstack([f.hardware for f in self.fits_.values() if len(f.hardware)])
             hw = feats[list(pooled.hw_cols)].to_numpy()
@@ -449,7 +457,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                 "measured on GPUs: give its rows a gpu (or gpu_fp32_tflops and "
                 "gpu_bandwidth_gbs)"
             )
-        if not fit.hw_cols and (labels != "CPU").any():
+        if fit.on_cpu and (labels != "CPU").any():
             gpu = labels[labels != "CPU"][0]
             name = "" if prep.network is None else f" of {prep.network[rows][0]!r}"
             raise ValueError(

@@ -38,7 +38,7 @@ import pandas as pd
 from gpuperf_magics.model.selection import forward_select, solve_subset
 from gpuperf_magics.model.transfer import RHO_GRID, hardware_factor
 
-__all__ = ["MIN_NETWORKS", "REQUIRED", "TERMS", "PooledModel", "fit_pooled"]
+__all__ = ["MIN_NETWORKS", "REQUIRED", "TERMS", "TERM_COLUMNS", "PooledModel", "fit_pooled"]
 
 #: Architecture columns a row needs for the cross-network model.
 REQUIRED = ("batch_size", "arch_flops_fwd_bwd")
@@ -54,6 +54,18 @@ TERMS = (
     "params*m",
     "params*(1-1/gpu_count)",
 )
+
+
+#: Columns (besides :data:`REQUIRED` and the hardware) each term reads.
+TERM_COLUMNS = {
+    "1": (),
+    "batch*flops*h": (),
+    "batch*flops*h*conv share": ("arch_layers_conv", "arch_layers_total"),
+    "batch*flops*h*recurrent share": ("arch_layers_recurrent", "arch_layers_total"),
+    "batch*flops*h*attention share": ("arch_layers_attention", "arch_layers_total"),
+    "params*m": ("arch_params",),
+    "params*(1-1/gpu_count)": ("arch_params", "gpu_count"),
+}
 
 
 def _column(features: pd.DataFrame, name: str, default: float) -> np.ndarray:
@@ -122,6 +134,13 @@ class PooledModel:
     hw_cols: tuple[str, ...]
     rho: float
     abs_logres: np.ndarray
+
+    @property
+    def needed(self) -> tuple[str, ...]:
+        """Columns a row of a new network must give: the required ones, the hardware, and
+        those the selected terms read (a missing one would silently count as 0)."""
+        extra = [c for t in self.terms for c in TERM_COLUMNS[t] if c != "gpu_count"]
+        return tuple(dict.fromkeys([*REQUIRED, *self.hw_cols, *extra]))
 
     def predict(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
         """Seconds for ``iterations`` iterations of each row's configuration."""
