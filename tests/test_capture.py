@@ -29,6 +29,17 @@ class SmallCNN(nn.Module):
         return self.head(self.features(x).flatten(1))
 
 
+class Tempered(nn.Module):
+    """A model whose first input is a scalar, not the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = mlp()
+
+    def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) / temperature
+
+
 class KwargsModel(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -592,14 +603,6 @@ def test_an_epoch_is_what_the_loader_visits(kind, samples, steps, drop, tmp_path
 
 
 def test_a_leading_scalar_argument_is_not_the_batch():
-    class Tempered(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.body = mlp()
-
-        def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-            return self.body(x) / temperature
-
     model = Tempered()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gm.profile_training(save=False) as run:
@@ -704,14 +707,6 @@ def test_phases_of_a_model_left_in_eval_mode():
 
 
 def test_a_leading_scalar_with_keyword_inputs_keeps_the_batch():
-    class Tempered(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.body = mlp()
-
-        def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-            return self.body(x) / temperature
-
     model = Tempered()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gm.profile_training(save=False) as run:
@@ -730,23 +725,15 @@ def test_older_torch_keyword_inputs_still_give_flops(monkeypatch):
     monkeypatch.setattr(module_mod, "register_module_forward_hook",
                         lambda hook, *, always_call=False: real(hook, always_call=always_call))
 
-    class Keyworded(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.body = mlp()
-
-        def forward(self, *, x: torch.Tensor) -> torch.Tensor:
-            return self.body(x)
-
-    model = Keyworded()
+    model = KwargsModel()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gm.profile_training(save=False) as run:
         for _ in range(4):
             opt.zero_grad()
-            model(x=torch.randn(16, 32)).sum().backward()
+            model(inputs=torch.randn(16, 32)).sum().backward()
             opt.step()
     assert run.batch_size == 16
-    assert run.architecture["arch_flops_fwd"] == 2 * (32 * 64 + 64 * 10)
+    assert run.architecture["arch_flops_fwd"] == 2 * 32 * 10
 
 
 def test_tf32_flags_under_the_newer_precision_api(monkeypatch):
