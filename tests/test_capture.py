@@ -49,13 +49,15 @@ class KwargsModel(nn.Module):
         return self.lin(inputs)
 
 
-def train(model, opt, steps=12, batch=16, shape=(32,), loss_fn=None, **fwd_kwargs):
+def train(model, opt, steps=12, batch=16, shape=(32,), loss_fn=None, keyword=None):
+    """``steps`` SGD steps on random data; ``keyword`` passes the batch as ``model(**{k: x})``."""
     loss_fn = loss_fn or nn.CrossEntropyLoss()
     for _ in range(steps):
         x = torch.randn(batch, *shape)
         y = torch.randint(0, 10, (batch,))
         opt.zero_grad()
-        loss_fn(model(x), y).backward()
+        out = model(**{keyword: x}) if keyword else model(x)
+        loss_fn(out, y).backward()
         opt.step()
 
 
@@ -728,10 +730,7 @@ def test_older_torch_keyword_inputs_still_give_flops(monkeypatch):
     model = KwargsModel()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with gm.profile_training(save=False) as run:
-        for _ in range(4):
-            opt.zero_grad()
-            model(inputs=torch.randn(16, 32)).sum().backward()
-            opt.step()
+        train(model, opt, steps=4, keyword="inputs")
     assert run.batch_size == 16
     assert run.architecture["arch_flops_fwd"] == 2 * 32 * 10
 
@@ -749,8 +748,7 @@ def test_tf32_flags_under_the_newer_precision_api(monkeypatch):
     class Inherit:
         fp32_precision = "none"
 
-    calls = session._tf32_allowed(lambda: Refusing().allow_tf32, [Refusing()])
-    assert calls is True
+    assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Refusing()]) is True
     assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit(), Refusing()]) is True
     assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit()]) is None
     assert session._tf32_allowed(lambda: False, [Refusing()]) is False  # legacy read wins

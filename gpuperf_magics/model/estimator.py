@@ -407,6 +407,12 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         pooled = self.pooled_
         assert pooled is not None
         feats = prep.features.iloc[rows].reset_index(drop=True)
+        labels = prep.hardware_label[rows]
+        if not pooled.hw_cols and (labels != "CPU").any():
+            raise ValueError(
+                f"the networks were measured on the CPU only: the model cannot say how "
+                f"{labels[labels != 'CPU'][0]} runs a new one. Profile runs on a GPU first"
+            )
         lacking = [c for c in pooled.needed
                    if c not in feats.columns or feats[c].isna().any()]
         if lacking:
@@ -421,19 +427,13 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         detail = (f"from the architecture of {len(pooled.networks)} measured networks "
                   f"(FLOPs per sample, parameters, layer types)")
         details = np.full(len(rows), detail, dtype=object)
-        labels = prep.hardware_label[rows]
-        if not pooled.hw_cols and (labels != "CPU").any():
-            raise ValueError(
-                f"the networks were measured on the CPU only: the model cannot say how "
-                f"{labels[labels != 'CPU'][0]} runs a new one. Profile runs on a GPU first"
-            )
         if pooled.hw_cols:
             measured = np.vstack([f.hardware for f in self.fits_.values() if len(f.hardware)])
             hw = feats[list(pooled.hw_cols)].to_numpy()
             known = np.isclose(hw[:, None, :], measured[None, :, :], rtol=1e-6).all(-1).any(1)
             expected[~known] = np.maximum(expected[~known], MEASURED_MAPE["transfer"])
             for i in np.flatnonzero(~known):
-                details[i] += f", on {prep.hardware_label[rows][i]} (never measured)"
+                details[i] += f", on {labels[i]} (never measured)"
         # Out-of-network residuals where there are enough, else the expected error sets it.
         half = np.maximum(_quantile(pooled.abs_logres, cov), -math.log(1 - cov) * expected)
         out["time_s"][rows] = pred
