@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
 
-from gpuperf_magics.model import TrainingTimeModel
+from gpuperf_magics.model import TrainingTimeModel, mape
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_data = pytest.mark.skipif(
@@ -45,7 +45,7 @@ def test_fit_returns_self_and_predicts_seconds() -> None:
     assert model.fit(x, y) is model
     pred = model.predict(x)
     assert pred.shape == (len(x),) and np.all(pred > 0)
-    assert model.score(x, y) < 0.05
+    assert mape(y, model.predict(x)) < 0.05 and model.score(x, y) > 0.9
     assert model.cv_mape_ < 0.10
 
 
@@ -179,7 +179,7 @@ def test_numeric_array_input() -> None:
     x = rng.uniform(1, 10, (40, 2))
     y = 2 * x[:, 0] + x[:, 1]
     model = TrainingTimeModel().fit(x, y)
-    assert model.score(x, y) < 0.05
+    assert mape(y, model.predict(x)) < 0.05 and model.score(x, y) > 0.9
 
 
 def test_sklearn_estimator_checks_that_apply() -> None:
@@ -420,17 +420,19 @@ def test_ignore_takes_a_name_or_names_and_hardware_columns():
     assert not {"gpu_fp32_tflops", "gpu_bandwidth_gbs"} & set(bare.feature_names_in_)
 
 
-def test_transfer_error_is_the_measured_one_for_this_model():
-    from gpuperf_magics.model.estimator import MEASURED_MAPE
+def test_transfer_error_is_the_public_one_with_one_gpu_measured():
+    from gpuperf_magics.model.gpu_move import shipped
 
     x, y = _steady()
     model = TrainingTimeModel().fit(x, y)
     table = model.predict_table(x.head(1).assign(gpu="A100 40GB"))
     assert table["kind"].iloc[0] == "transfer"
-    assert table["expected_mape"].iloc[0] == pytest.approx(
-        max(MEASURED_MAPE["transfer"], model.fits_["net"].cv_mape))
-    assert any(f"about {100 * MEASURED_MAPE['transfer']:.0f}% expected error" in a
-               for a in model.advice_)
+    # One GPU: nothing of the user's own validates a GPU move, so the shipped move's error on
+    # GPUs held out of the public data stands in (no precision recorded in these rows).
+    expected = shipped()["unrecorded"].mape
+    assert table["expected_mape"].iloc[0] == pytest.approx(expected)
+    assert model.moves_["net"]["transfer"]["public"]
+    assert any(f"about {100 * expected:.0f}% expected error" in a for a in model.advice_)
 
 
 def test_an_empty_table_to_predict_says_so():

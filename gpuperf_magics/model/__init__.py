@@ -1,14 +1,16 @@
-"""Training-time prediction: :class:`TrainingTimeModel` and :func:`evaluate`.
+"""Training-time prediction: :class:`TrainingTimeModel`, :func:`evaluate` and :func:`mape`.
 
-Modules: ``inputs`` (canonical table → numeric features), ``features`` (the paper's
-augmentation), ``selection`` (forward selection by cross-validated MAPE), ``paper`` (the paper's
-method), ``anchored`` (the default per-network model), ``transfer`` (moving to another GPU),
-``estimator`` (the public estimator), ``evaluation`` (scenario MAPE tables).
+Modules: ``inputs`` (canonical table → numeric features), ``local`` (routes along measured
+series), ``gpu_move`` (moving a time to another GPU: the spec-sheet ratio and the learnt move),
+``default`` (the default, local-first estimator), ``features``, ``selection``, ``paper``,
+``anchored``, ``pooled``, ``transfer`` (the cross-series models), ``estimator`` (the
+cross-series estimator and the paper's method), ``training_time`` (the public estimator),
+``evaluation`` (scenario MAPE tables).
 """
 
 from __future__ import annotations
 
-from gpuperf_magics.model.estimator import TrainingTimeModel
-from gpuperf_magics.model.evaluation import SCENARIOS, evaluate
+from gpuperf_magics.model.evaluation import SCENARIOS, evaluate, mape
+from gpuperf_magics.model.training_time import TrainingTimeModel
 
-__all__ = ["SCENARIOS", "TrainingTimeModel", "evaluate"]
+__all__ = ["SCENARIOS", "TrainingTimeModel", "evaluate", "mape"]

@@ -10,7 +10,14 @@ from sklearn.base import clone
 
 from gpuperf_magics.model.anchored import config_groups
 
-__all__ = ["SCENARIOS", "evaluate"]
+__all__ = ["SCENARIOS", "evaluate", "mape"]
+
+
+def mape(y_true: Any, y_pred: Any) -> float:
+    """Mean absolute percentage error, as a fraction: ``mean(|pred − true| / true)``."""
+    true = np.asarray(y_true, dtype=float)
+    pred = np.asarray(y_pred, dtype=float)
+    return float(np.mean(np.abs(pred - true) / true))
 
 #: Scenario names and what they hold out.
 SCENARIOS = {

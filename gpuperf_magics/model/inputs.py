@@ -97,6 +97,9 @@ class Prepared:
     network : ndarray of str or None
     hardware_label : ndarray of str
         The GPU each row ran on, for messages ("Tesla T4", "7.4 TFLOPS", "CPU").
+    naive_peak : ndarray of float or None
+        The plain spec-sheet peak of each row's precision (the FP32 peak, or the TF32/FP16
+        tensor peak where the row records that precision): what the naive GPU move scales by.
     architecture : ndarray of object
         The GPU architecture of each row ("Pascal"), from ``gpu_architecture`` or the catalog;
         None where unknown. Not a feature: it says which measured GPUs' efficiency an unmeasured
@@ -108,6 +111,7 @@ class Prepared:
     network: np.ndarray | None
     hardware_label: np.ndarray
     architecture: np.ndarray | None = None
+    naive_peak: np.ndarray | None = None
 
 
 def _as_frame(x: object) -> pd.DataFrame:
@@ -157,8 +161,8 @@ def _is_feature_column(frame: pd.DataFrame, col: str, ignore: Sequence[str]) -> 
 
 def _resolve_hardware(
     frame: pd.DataFrame, prefer_catalog: bool = False
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
-    """Hardware columns per row, from the table or the catalog; a label and architecture."""
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
+    """Hardware columns per row, from the table or the catalog; label, architecture, naive peak."""
     n = len(frame)
     arch = (
         frame["gpu_architecture"].astype(object).to_numpy().copy()
@@ -174,6 +178,7 @@ def _resolve_hardware(
     need = named & (hw[list(HARDWARE)].isna().any(axis=1) | prefer_catalog)
     if prefer_catalog:
         need = named  # the architecture is wanted even when every figure was given
+    naive = pd.Series(np.nan, index=frame.index)
     if need.any():
         for name in pd.unique(names[need]):
             if prefer_catalog and not hw[list(HARDWARE)][need & (names == name)].isna().any(
@@ -198,17 +203,23 @@ def _resolve_hardware(
                     replace = replace | pd.Series(off, index=hw.index)
                 hw.loc[rows & replace, col] = float(value)
             if prefer_catalog and specs.get("gpu_fp32_tflops"):
-                _precision_peaks(frame, hw, rows, specs, labels)
+                naive.loc[rows] = hw.loc[rows, "gpu_fp32_tflops"]
+                _precision_peaks(frame, hw, rows, specs, labels, naive)
     given = ~named & hw["gpu_fp32_tflops"].notna()
     for i in np.flatnonzero(given.to_numpy()):
         labels[i] = f"{hw['gpu_fp32_tflops'].iloc[i]:g} TFLOPS GPU"
-    return hw, labels, arch
+    naive = naive.where(naive.notna(), hw["gpu_fp32_tflops"])
+    return hw, labels, arch, naive.to_numpy(dtype=float)
 
 
 #: The catalog's peak for each precision of :func:`precision_of`.
 PRECISION_PEAKS = {"fp32": "gpu_fp32_tflops", "tf32": "gpu_tf32_tflops",
                    "fp16": "gpu_fp16_tflops"}
 _HALF_DTYPES = ("float16", "bfloat16", "half")
+#: Other spellings of a precision in imported tables: mixed precision (AMP) and bfloat16 run
+#: their matrix products on the same tensor cores at the FP16 rate.
+_PRECISION_ALIASES = {"amp": "fp16", "bf16": "fp16", "bfloat16": "fp16", "float16": "fp16",
+                      "half": "fp16", "mixed": "fp16", "float32": "fp32"}
 
 
 def _truthy(value: object) -> bool | None:
@@ -231,7 +242,8 @@ def precision_of(frame: pd.DataFrame) -> np.ndarray:
     n = len(frame)
     if "precision" in frame.columns:
         values = frame["precision"].astype(object).to_numpy()
-        out = np.array([v.strip().lower() if isinstance(v, str) and v.strip() else None
+        out = np.array([_PRECISION_ALIASES.get(v.strip().lower(), v.strip().lower())
+                        if isinstance(v, str) and v.strip() else None
                         for v in values], dtype=object)
         bad = sorted({v for v in out if v is not None and v not in PRECISION_PEAKS})
         if bad:
@@ -284,12 +296,18 @@ def _catalog_lookup(name: str) -> dict:
 
 
 def _precision_peaks(frame: pd.DataFrame, hw: pd.DataFrame, rows: pd.Series, specs: dict,
-                     labels: np.ndarray) -> None:
-    """Set the compute peak of ``rows`` (one named GPU) to their precision's rate, in place."""
+                     labels: np.ndarray, naive: pd.Series) -> None:
+    """Set the compute peak of ``rows`` (one named GPU) to their precision's rate, in place.
+
+    ``naive`` gets the plain tensor peak of that precision (the spec-sheet ratio's figure).
+    """
     precision = precision_of(frame)
     fp32 = float(specs["gpu_fp32_tflops"])
     for kind in ("tf32", "fp16"):
         mask = rows.to_numpy() & (precision == kind)
+        tensor = specs.get(PRECISION_PEAKS[kind])
+        if mask.any() and tensor is not None and np.isfinite(tensor):
+            naive[mask] = max(float(tensor), fp32)
         if mask.any():
             peak = effective_peak(fp32, specs.get(PRECISION_PEAKS[kind]))
             hw.loc[mask, "gpu_fp32_tflops"] = peak
@@ -341,7 +359,7 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
     iterations = (
         _numeric(frame, "iterations") if "iterations" in frame.columns else np.ones(len(frame))
     )
-    hw, labels, arch = _resolve_hardware(frame, prefer_catalog)
+    hw, labels, arch, naive = _resolve_hardware(frame, prefer_catalog)
     columns: dict[str, np.ndarray] = {}
     for col in frame.columns:
         if _is_feature_column(frame, str(col), ignore) and col not in HARDWARE:
@@ -379,7 +397,7 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
             raise ValueError(f"column {col!r} must be positive; found {values.min():g}")
         if col == "gpu_count" and np.any(values < 0):
             raise ValueError(f"column 'gpu_count' must be >= 0; found {values.min():g}")
-    return Prepared(features, iterations, network, labels, arch)
+    return Prepared(features, iterations, network, labels, arch, naive)
 
 
 def check_target(y: object, n: int) -> np.ndarray:

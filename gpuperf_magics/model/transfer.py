@@ -4,13 +4,12 @@ A configuration measured on GPU ``g`` is carried to GPU ``n`` by the ratio ``h(n
 ``h = 1/gpu_fp32_tflops + ρ/gpu_bandwidth_gbs``. ``ρ`` (TFLOPS per GB/s, i.e. 1000 / arithmetic
 intensity in FLOP/byte) weighs memory-bound work against compute-bound work. It is learnt, in
 order of preference, from the user's own runs on several GPUs, from the public multi-GPU
-measurements (sia2023, leave-one-GPU-out), or else the documented physical prior
+measurements (the parameters shipped with the package), or else the documented physical prior
 :data:`RHO_PRIOR` (an arithmetic intensity of 50 FLOP/byte), with a wider interval.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,28 +90,16 @@ def fit_rho(table: pd.DataFrame, config_cols: list[str]) -> TransferPrior | None
     return best
 
 
-@functools.lru_cache(maxsize=1)
 def public_prior() -> TransferPrior:
-    """ρ learnt from the public sia2023 measurements, or the physical prior if unavailable.
+    """ρ learnt from public multi-GPU measurements, as shipped in the package.
 
-    Computed once per process (about 0.1 s). Needs :mod:`gpuperf_magics.datasets` to find the
-    data (``GPUPERF_DATA_HOME`` or its download cache) and the hardware catalog for the GPUs'
-    figures; any failure falls back to :data:`RHO_PRIOR` with :data:`PRIOR_TRANSFER_MAPE`.
+    Read from the parameters :mod:`~gpuperf_magics.model.gpu_move` ships (learnt by
+    ``benchmarks/gpu_transfer_params.py`` on data with the precision recorded); never from the
+    network, so a fit gives the same answer online and offline.
     """
-    try:
-        from gpuperf_magics import datasets
-        from gpuperf_magics.hardware import catalog
+    from gpuperf_magics.model.gpu_move import shipped
 
-        table = datasets.fetch_sia2023()
-        specs = {name: catalog.lookup(name) for name in table["gpu"].unique()}
-        table = table.assign(
-            gpu_fp32_tflops=table["gpu"].map(lambda g: specs[g]["gpu_fp32_tflops"]),
-            gpu_bandwidth_gbs=table["gpu"].map(lambda g: specs[g]["gpu_bandwidth_gbs"]),
-        )
-        cols = [c for c in ("network", "placement", "local_batch_size") if c in table.columns]
-        prior = fit_rho(table, cols)
-    except Exception:
-        prior = None
-    if prior is None:
+    move = shipped()["recorded"]
+    if move.n_pairs == 0:
         return TransferPrior(RHO_PRIOR, PRIOR_TRANSFER_MAPE, "physical prior (no public data)")
-    return TransferPrior(prior.rho, prior.mape, "public data (sia2023, leave-one-GPU-out)")
+    return TransferPrior(move.rho, move.mape, f"public data ({move.source})")

@@ -1,0 +1,120 @@
+"""Regenerate ``gpuperf_magics/model/gpu_transfer.json`` (the learnt GPU move) from public data.
+
+Run: ``GPUPERF_DATA_HOME=../shared/data .venv/bin/python benchmarks/gpu_transfer_params.py``
+(``--check`` compares with the shipped file instead of writing it).
+
+Learns from sia2023 (single-node placements: 5 GPU types over dense batch grids) and lambda2025
+(single-GPU rows: 11 workloads on up to 34 GPUs in FP32/TF32 and AMP; pairs within one network,
+precision and benchmark version, compared per sample because the batch differs by GPU).
+gavel2020 is kept out: it is the data set the project looks at last, once the design is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
+
+from gpuperf_magics.model import gpu_move  # noqa: E402
+from gpuperf_magics.model.inputs import prepare  # noqa: E402
+
+SIA_CONFIG = ["network", "placement", "gpu_count", "local_batch_size"]
+LAMBDA_CONFIG = ["network", "precision", "benchmark_version"]
+
+
+def data_home() -> Path:
+    return Path(os.environ["GPUPERF_DATA_HOME"])
+
+
+def with_peaks(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add ``peak`` (effective), ``naive_peak`` and ``bandwidth`` per row from the catalog.
+
+    Rows whose GPU the catalog cannot resolve are dropped (named on stderr).
+    """
+    parts = []
+    for gpu, part in frame.groupby("gpu", sort=True):
+        cols = ["gpu", *(["precision"] if "precision" in part else [])]
+        try:
+            prep = prepare(part[cols].reset_index(drop=True), prefer_catalog=True)
+        except ValueError as exc:
+            print(f"skipped {gpu!r}: {exc}", file=sys.stderr)
+            continue
+        parts.append(part.assign(
+            peak=prep.features["gpu_fp32_tflops"].to_numpy(),
+            bandwidth=prep.features["gpu_bandwidth_gbs"].to_numpy(),
+            naive_peak=prep.naive_peak,
+        ))
+    return pd.concat(parts, ignore_index=True)
+
+
+def sia_table() -> pd.DataFrame:
+    from gpuperf_magics.datasets import fetch_sia2023
+
+    sia = fetch_sia2023()
+    sia = sia[sia["nodes"] == 1]
+    table = sia.assign(t=sia["time_s"] / sia["iterations"], batch_size=sia["local_batch_size"])
+    return with_peaks(table[[*SIA_CONFIG, "gpu", "t", "batch_size"]])
+
+
+def lambda_table() -> pd.DataFrame:
+    raw = pd.read_csv(data_home() / "lambda2025" / "lambda_pytorch.csv")
+    raw = raw[raw["gpu_count"] == 1]
+    table = raw.assign(t=raw["time_s"])
+    return with_peaks(table[[*LAMBDA_CONFIG, "gpu", "t", "batch_size"]])
+
+
+def public_pairs(exclude_gpus: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
+    """Pairs by kind: lambda2025 records the precision, sia2023 does not.
+
+    Pairs touching ``exclude_gpus`` are left out (the benchmark's leave-one-GPU-out folds).
+    """
+    kinds = {
+        "recorded": gpu_move.pairs(lambda_table(), LAMBDA_CONFIG),
+        "unrecorded": gpu_move.pairs(sia_table(), SIA_CONFIG),
+    }
+    return {k: p[~p["gpu_src"].isin(exclude_gpus) & ~p["gpu_dst"].isin(exclude_gpus)]
+            .reset_index(drop=True) for k, p in kinds.items()}
+
+
+SOURCES = {"recorded": "lambda2025 (precision recorded), GPUs held out in 6 groups",
+           "unrecorded": "sia2023 (no precision), GPUs held out in 5 groups"}
+
+
+def build(exclude_gpus: tuple[str, ...] = ()) -> dict[str, gpu_move.GpuMove]:
+    return {k: gpu_move.learn(p, source=SOURCES[k])
+            for k, p in public_pairs(exclude_gpus).items()}
+
+
+def text() -> str:
+    about = {
+        "what": "the learnt GPU moves of gpuperf_magics.model.gpu_move, see its docstring",
+        "written_by": "benchmarks/gpu_transfer_params.py",
+        "data": "lambda2025 single-GPU rows (recorded), sia2023 single-node rows (unrecorded); "
+                "gavel2020 held out",
+    }
+    return gpu_move.to_json(build(), about)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the shipped file")
+    args = parser.parse_args()
+    path = ROOT / "gpuperf_magics" / "model" / gpu_move.PARAMS_FILE
+    new = text()
+    if args.check:
+        same = path.exists() and path.read_text() == new
+        print("same as the shipped file" if same else "differs from the shipped file")
+        sys.exit(0 if same else 1)
+    path.write_text(new)
+    print(new)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,333 @@
+"""Local-first prediction: a query that lies on a measured series is predicted from that series.
+
+A *configuration* is one value of every feature (batch size, depth, GPU count, image size ...)
+on one GPU; its time is the median per-iteration time of its runs (repeats and busy outliers
+do not move a median). A query is *routed*:
+
+- ``repeat``: the configuration was measured: its median.
+- an *axis* move: the configurations that share every feature with the query but one (the
+  axis: the batch size, the depth, the GPU count ...) on the same GPU form a series; the query is
+  predicted from it: between the neighbouring measured points (``inside``), or beyond the
+  measured range (``beyond``) from the nearest points, bounded by what a batch can do (per
+  iteration never faster than at a smaller batch, per sample never slower: ``max(floor, a +
+  b·batch)`` in effect).
+- ``gpu``: the query's configuration was measured on other GPUs only (or its GPU never): each
+  of those GPUs' estimate (its repeat, or its own axis move) is carried to the query's GPU by
+  a GPU move (:mod:`~.gpu_move`), and the median over the source GPUs is taken.
+- ``none``: nothing local covers the query; the cross-series model answers.
+
+Every candidate method of a route (local piecewise in linear or log-log space, the naive line
+through all points of the series, the learnt or the plain GPU move) is computed by
+:func:`candidates`; the estimator validates them against each other on the user's own data.
+Cost: a query is one pass over the configurations (no pairwise matrices), so fitting and
+validation grow linearly in the configurations per query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
+from gpuperf_magics.model.inputs import HARDWARE, Prepared
+
+__all__ = ["BATCH_AXES", "Route", "SeriesIndex", "build_index", "candidates", "network_index",
+           "query_arrays", "route"]
+
+#: Columns that are the batch axis (the per-device batch first). ``batch_size`` is derived
+#: (per device × GPU count) where ``local_batch_size`` is present, and left out of the key then.
+BATCH_AXES = ("local_batch_size", "batch_size")
+#: Points of the series a move beyond the measured range is drawn through.
+NEAREST = 2
+
+
+@dataclass
+class SeriesIndex:
+    """Configurations of one network, as arrays (see :func:`build_index`)."""
+
+    cols: list[str]  # key columns (features besides the hardware)
+    batch_axis: int | None  # index in cols of the batch axis
+    values: np.ndarray  # (n_configs, n_cols)
+    hw: np.ndarray  # (n_configs, n_hw): effective peak, bandwidth (0 columns on the CPU)
+    naive_peak: np.ndarray  # (n_configs,) plain spec-sheet peak of the precision
+    t: np.ndarray  # (n_configs,) median seconds per iteration
+    count: np.ndarray  # runs per configuration
+    spread: np.ndarray  # max / min of the runs' per-iteration times
+    busy: np.ndarray  # runs flagged busy per configuration
+    setup: np.ndarray  # (n_configs,) set-up seconds outside the iterations
+    per_it_row: np.ndarray  # seconds per iteration of every row (set-up removed)
+    config_of_row: np.ndarray  # configuration id of every row
+
+    @property
+    def n(self) -> int:
+        return len(self.t)
+
+
+def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak: np.ndarray,
+                iterations: np.ndarray, seconds: np.ndarray,
+                busy: np.ndarray | None = None) -> SeriesIndex:
+    """Group rows into configurations: per-iteration time and set-up time of each.
+
+    A configuration run for two or more iteration counts tells its set-up time (the intercept
+    of seconds over iterations, never negative) from its time per iteration (the slope).
+    Configurations run for one count take the median set-up time of those that tell it (0
+    when none does: every run is then taken as iterations only, e.g. per-step timings).
+    """
+    key = np.column_stack([values, hw]) if hw.shape[1] else values
+    if key.shape[1] == 0:
+        ids = np.zeros(len(seconds), dtype=int)
+    else:
+        _, ids = np.unique(np.round(key, 9), axis=0, return_inverse=True)
+        ids = ids.reshape(-1)
+    n = int(ids.max()) + 1 if len(ids) else 0
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(n + 1))
+    first = order[bounds[:-1]]
+    setup = np.full(n, np.nan)
+    for c in range(n):
+        rows = order[bounds[c]:bounds[c + 1]]
+        its = iterations[rows]
+        if np.ptp(its) > 0:
+            b, a = np.polyfit(its, seconds[rows], 1)
+            setup[c] = a if a > 0 and b > 0 else 0.0
+    known = setup[np.isfinite(setup)]
+    setup = np.where(np.isfinite(setup), setup, float(np.median(known)) if len(known) else 0.0)
+    per_it = np.maximum(seconds - setup[ids], 1e-3 * seconds) / iterations
+    t = np.empty(n)
+    spread = np.empty(n)
+    for c in range(n):
+        times = per_it[order[bounds[c]:bounds[c + 1]]]
+        t[c] = float(np.median(times))
+        spread[c] = float(times.max() / times.min())
+    count = np.diff(bounds)
+    flagged = np.zeros(n) if busy is None else np.bincount(ids, weights=busy, minlength=n)
+    batch_axis = next((cols.index(c) for c in BATCH_AXES if c in cols), None)
+    return SeriesIndex(cols, batch_axis, values[first], hw[first], naive_peak[first], t, count,
+                       spread, flagged, setup, per_it, ids)
+
+
+def network_index(prep: Prepared, rows: np.ndarray, seconds: np.ndarray,
+                  busy: np.ndarray | None = None) -> tuple[SeriesIndex, list[str]]:
+    """The configurations of one network's ``rows`` and its hardware columns."""
+    feats = prep.features.iloc[rows].reset_index(drop=True)
+    feats = feats.loc[:, feats.notna().all()]
+    hw_cols = [c for c in HARDWARE if c in feats.columns]
+    cols = [c for c in feats.columns if c not in HARDWARE]
+    if "local_batch_size" in cols:  # batch_size = local × GPU count: derived, not a key
+        cols = [c for c in cols if c not in ("batch_size", "global_batch_size")]
+    naive = (prep.naive_peak[rows] if prep.naive_peak is not None
+             else np.full(len(rows), np.nan))
+    if hw_cols:
+        naive = np.where(np.isfinite(naive), naive, feats[hw_cols[0]].to_numpy())
+    index = build_index(feats[cols].to_numpy(float), cols, feats[hw_cols].to_numpy(float),
+                        naive, prep.iterations[rows], seconds, busy)
+    return index, hw_cols
+
+
+def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Key values, hardware and plain peaks of query ``rows`` (None: a column is missing)."""
+    feats = prep.features.iloc[rows].reset_index(drop=True)
+    if any(c not in feats.columns for c in index.cols + hw_cols):
+        return None
+    values = feats[index.cols].to_numpy(float)
+    hw = feats[hw_cols].to_numpy(float) if hw_cols else np.zeros((len(rows), 0))
+    if hw.size and np.isnan(hw).any():
+        return None
+    naive = prep.naive_peak[rows] if prep.naive_peak is not None else np.full(len(rows), np.nan)
+    if hw.size:
+        naive = np.where(np.isfinite(naive), naive, hw[:, 0])
+    return values, hw, naive
+
+
+@dataclass
+class Route:
+    """How a query is reached from the measured configurations."""
+
+    kind: str  # "repeat", "axis", "gpu" or "none"
+    members: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # configuration ids
+    axis: int = -1
+    position: str = ""  # "inside", "beyond" or "single" (one other batch size: per sample)
+    sources: list[tuple[int, Route]] = field(default_factory=list)  # gpu: (a config id, route)
+    new_gpu: bool = False  # gpu: the query's GPU was never measured
+
+    @property
+    def key(self) -> str:
+        """The validation key: which kind of move this is."""
+        if self.kind == "axis":
+            return f"{'batch' if self.axis == self._batch else 'feature'}:{self.position}"
+        if self.kind == "gpu":
+            return "transfer" if self.new_gpu else "gpu"
+        return self.kind
+
+    _batch: int | None = None
+
+
+def _same_hw(index: SeriesIndex, h: np.ndarray) -> np.ndarray:
+    if index.hw.shape[1] == 0:
+        return np.ones(index.n, dtype=bool)
+    return np.isclose(index.hw, h[None, :], rtol=1e-6).all(axis=1)
+
+
+def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
+          gpu_moves: bool = True) -> Route:
+    """The route of one query (features ``v``, hardware ``h``) over ``allowed`` configurations."""
+    on_hw = allowed & _same_hw(index, h)
+    own = _route_on(index, v, on_hw)
+    if own.kind != "none" or not gpu_moves or index.hw.shape[1] == 0:
+        return own
+    others = allowed & ~on_hw
+    if not others.any():
+        return own
+    sources: list[tuple[int, Route]] = []
+    hw_ids = _hardware_groups(index, others)
+    for rep in hw_ids:
+        sub = _route_on(index, v, others & _same_hw(index, index.hw[rep]))
+        if sub.kind != "none":
+            sources.append((rep, sub))
+    if not sources:
+        return own
+    return Route("gpu", sources=sources, new_gpu=not on_hw.any(), _batch=index.batch_axis)
+
+
+def _hardware_groups(index: SeriesIndex, mask: np.ndarray) -> list[int]:
+    """One configuration id per distinct GPU among ``mask``."""
+    ids = np.flatnonzero(mask)
+    if len(ids) == 0:
+        return []
+    _, first = np.unique(np.round(index.hw[ids], 6), axis=0, return_index=True)
+    return [int(ids[i]) for i in sorted(first)]
+
+
+def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
+    ids = np.flatnonzero(mask)
+    if len(ids) == 0:
+        return Route("none")
+    if len(index.cols) == 0:
+        return Route("repeat", members=ids[:1])
+    diff = ~np.isclose(index.values[ids], v[None, :], rtol=1e-9, atol=1e-12)
+    ndiff = diff.sum(axis=1)
+    exact = ids[ndiff == 0]
+    if len(exact):
+        return Route("repeat", members=exact[:1])
+    best: Route | None = None
+    order = list(range(len(index.cols)))
+    if index.batch_axis is not None:  # the batch axis first: it is what users move most
+        order.remove(index.batch_axis)
+        order.insert(0, index.batch_axis)
+    single: Route | None = None
+    for j in order:
+        members = ids[(ndiff == 1) & diff[:, j]]
+        if len(members) == 1 and j == index.batch_axis and v[j] > 0:
+            # One other batch size measured: time per sample carries over (proportional).
+            single = Route("axis", members=members, axis=j, position="single",
+                           _batch=index.batch_axis)
+        if len(members) < 2:
+            continue
+        x = index.values[members, j]
+        position = "inside" if x.min() < v[j] < x.max() else "beyond"
+        candidate = Route("axis", members=members, axis=j, position=position,
+                          _batch=index.batch_axis)
+        if best is None or len(members) > len(best.members):
+            best = candidate
+        if j == index.batch_axis:
+            break
+    return best or single or Route("none")
+
+
+# ---------------------------------------------------------------------------- candidates
+def _series(index: SeriesIndex, r: Route) -> tuple[np.ndarray, np.ndarray]:
+    x = index.values[r.members, r.axis]
+    order = np.argsort(x)
+    return x[order], index.t[r.members][order]
+
+
+def _inside(x: np.ndarray, t: np.ndarray, q: float, space: str) -> float:
+    k = int(np.searchsorted(x, q))
+    x0, x1, t0, t1 = x[k - 1], x[k], t[k - 1], t[k]
+    if space == "log" and x0 > 0:
+        w = (np.log(q) - np.log(x0)) / (np.log(x1) - np.log(x0))
+        return float(np.exp((1 - w) * np.log(t0) + w * np.log(t1)))
+    w = (q - x0) / (x1 - x0)
+    return float((1 - w) * t0 + w * t1)
+
+
+def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> float:
+    """Through the nearest points, bounded on the batch axis by what a batch can do."""
+    above = q > x[-1]
+    xs, ts = (x[-NEAREST:], t[-NEAREST:]) if above else (x[:NEAREST], t[:NEAREST])
+    if space == "log" and xs.min() > 0 and q > 0:
+        slope = np.polyfit(np.log(xs), np.log(ts), 1)[0] if np.ptp(xs) else 0.0
+        if batch:
+            slope = min(max(slope, 0.0), 1.0)
+        end = (xs[-1], ts[-1]) if above else (xs[0], ts[0])
+        pred = float(end[1] * (q / end[0]) ** slope)
+    else:
+        b, a = np.polyfit(xs, ts, 1) if np.ptp(xs) else (0.0, float(ts.mean()))
+        if batch:
+            b = max(b, 0.0)
+        pred = float(a + b * q)
+    if not batch:
+        return max(pred, 1e-9 * float(t.min()))
+    if above:  # never faster per iteration than the largest batch, never slower per sample
+        return float(np.clip(pred, t[-1], t[-1] * q / x[-1]))
+    return float(np.clip(pred, t[0] * q / x[0], t[0]))  # the floor: never above the smallest
+
+
+def _line(x: np.ndarray, t: np.ndarray, q: float) -> float:
+    """The naive candidate: a straight line through every point of the series."""
+    b, a = np.polyfit(x, t, 1)
+    return float(max(a + b * q, 1e-12))
+
+
+def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str) -> float:
+    """One route's prediction by a local method ("lin" or "log"), or the naive "line"."""
+    if r.kind == "repeat":
+        return float(index.t[r.members[0]])
+    x, t = _series(index, r)
+    q = float(v[r.axis])
+    if r.position == "single":
+        return float(t[0] * q / x[0])
+    if method == "line":
+        return _line(x, t, q)
+    if r.position == "inside":
+        return _inside(x, t, q, method)
+    return _beyond(x, t, q, method, r.axis == index.batch_axis)
+
+
+def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive_peak: float,
+               move: GpuMove, sub_method: dict[str, str]) -> dict[str, float]:
+    """Each candidate method's prediction (seconds per iteration) for a routed query.
+
+    Axis moves: ``lin`` and ``log`` (local) and ``line`` (naive). GPU moves: ``learnt`` (the
+    sources' estimates carried by the learnt move) and ``ratio`` (the naive method: the same
+    configuration measured on other GPUs, scaled by the ratio of the plain peaks; only sources
+    that measured it). ``sub_method`` says which local method a source's own move uses.
+    """
+    if r.kind in ("repeat", "axis"):
+        if r.kind == "repeat":
+            return {"lin": local_value(index, r, v, "lin")}
+        if r.position == "single":
+            return {"lin": local_value(index, r, v, "lin")}
+        return {m: local_value(index, r, v, m) for m in ("lin", "log", "line")}
+    if r.kind != "gpu":
+        return {}
+    learnt, ratio = [], []
+    bw = h[1] if len(h) > 1 else None
+    for rep, sub in r.sources:
+        method = sub_method.get(sub.key, "lin")
+        t_src = local_value(index, sub, v, method)
+        src = index.hw[rep]
+        learnt.append(float(move.scale(
+            np.array([t_src]), np.array([src[0]]),
+            None if bw is None else np.array([src[1]]), np.array([h[0]]),
+            None if bw is None else np.array([bw]),
+            np.array([index.naive_peak[rep]]), np.array([naive_peak]))[0]))
+        if sub.kind == "repeat" or sub.position == "single":
+            ratio.append(float(peak_ratio(np.array([t_src]), np.array([index.naive_peak[rep]]),
+                                          np.array([naive_peak]))[0]))
+    out = {"learnt": float(np.median(learnt))}
+    if ratio:
+        out["ratio"] = float(np.median(ratio))
+    return out
