@@ -6,10 +6,18 @@ Data: 1,000 synthetic rows with 6 raw features (the paper's count), so the augme
 72 candidate terms (the default model adds ``1`` and ``it``); K = 8. The naive baseline refits a
 scikit-learn ``Ridge`` per candidate per fold, as mlxtend's SequentialFeatureSelector does
 (mlxtend itself is not a dependency). Timings are the best of 3 on this (shared) machine.
+
+Scale: per-step traces of 10,000s of rows are what users import. ``--scale`` fits the default
+on 10,000 / 30,000 / 100,000 rows of 1,000 distinct configurations (per-step times: every row a
+repeat of its configuration) and reports the time and the peak memory the fit added (the
+process's peak RSS, measured in a fresh child process per size). Target: 100,000 rows in under
+10 s and 1 GB, growing linearly.
 """
 
 from __future__ import annotations
 
+import argparse
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -73,7 +81,66 @@ def naive_sfs(z: np.ndarray, y: np.ndarray, folds: list, k_max: int, alpha: floa
     return min(path, key=lambda item: item[1])
 
 
+def _trace(n: int, configs: int = 1000, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """``n`` per-step rows of ``configs`` configurations (batch × GPU × image size)."""
+    rng = np.random.default_rng(seed)
+    batch = np.array([8, 16, 32, 64, 128, 256, 384, 512, 768, 1024])
+    gpus = np.array(["Tesla T4", "Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-40GB",
+                     "NVIDIA GeForce RTX 3090", "NVIDIA L4"])
+    image = np.arange(64, 64 + 16 * (configs // (len(batch) * len(gpus))), 16)
+    grid = np.array(np.meshgrid(np.arange(len(batch)), np.arange(len(gpus)),
+                                np.arange(len(image)))).reshape(3, -1).T[:configs]
+    pick = grid[rng.integers(0, len(grid), n)]
+    b, g, i = batch[pick[:, 0]], gpus[pick[:, 1]], image[pick[:, 2]]
+    speed = pd.Series(g).map({"Tesla T4": 1.0, "Tesla V100-SXM2-16GB": 0.45,
+                              "NVIDIA A100-SXM4-40GB": 0.3, "NVIDIA GeForce RTX 3090": 0.5,
+                              "NVIDIA L4": 0.7}).to_numpy()
+    per_step = (0.01 + 2e-5 * b * (i / 64) ** 2 * speed) * (1 + 0.03 * rng.standard_normal(n))
+    x = pd.DataFrame({"network": "resnet", "batch_size": b, "image_size": i, "gpu": g,
+                      "iterations": 1})
+    return x, per_step
+
+
+def _scale_child(n: int) -> None:
+    import resource
+
+    x, y = _trace(n)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    model = TrainingTimeModel().fit(x, y)
+    took = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    model.predict_table(x.iloc[:100])
+    print(f"{n},{took:.2f},{(peak - before) / 1024:.0f},{len(model.local_['resnet'].index.t)}")
+
+
+def scale() -> None:
+    print("| rows | configurations | fit seconds | memory added (MB) |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n in (10_000, 30_000, 100_000):
+        out = subprocess.run([sys.executable, __file__, "--scale-child", str(n)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        rows, took, mem, configs = out.splitlines()[-1].split(",")
+        print(f"| {int(rows):,} | {int(configs):,} | {float(took):.1f} | {mem} |")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", action="store_true", help="only the scale table")
+    parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.scale_child:
+        _scale_child(args.scale_child)
+        return
+    if args.scale:
+        scale()
+        return
+    speed()
+    print()
+    scale()
+
+
+def speed() -> None:
     x, y = _data()
     raw = x.drop(columns="network").to_numpy(dtype=float)
     z, _ = augment(raw, list(x.columns[1:]))

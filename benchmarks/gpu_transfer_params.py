@@ -38,19 +38,22 @@ def with_peaks(frame: pd.DataFrame) -> pd.DataFrame:
 
     Rows whose GPU the catalog cannot resolve are dropped (named on stderr).
     """
-    parts = []
+    parts, skipped = [], []
     for gpu, part in frame.groupby("gpu", sort=True):
         cols = ["gpu", *(["precision"] if "precision" in part else [])]
         try:
             prep = prepare(part[cols].reset_index(drop=True), prefer_catalog=True)
-        except ValueError as exc:
-            print(f"skipped {gpu!r}: {exc}", file=sys.stderr)
+        except ValueError:
+            skipped.append(str(gpu))
             continue
         parts.append(part.assign(
             peak=prep.features["gpu_fp32_tflops"].to_numpy(),
             bandwidth=prep.features["gpu_bandwidth_gbs"].to_numpy(),
             naive_peak=prep.naive_peak,
         ))
+    if skipped:
+        print(f"skipped {len(skipped)} GPUs the catalog lacks: {', '.join(skipped)}",
+              file=sys.stderr)
     return pd.concat(parts, ignore_index=True)
 
 

@@ -147,7 +147,7 @@ def pairs(table: pd.DataFrame, config_cols: list[str]) -> pd.DataFrame:
            .agg(t=("t", "median"), batch_size=("batch_size", "median"), peak=("peak", "first"),
                 naive_peak=("naive_peak", "first"), bandwidth=("bandwidth", "first"))
            .reset_index())
-    agg["config"] = agg[config_cols].astype(str).agg("|".join, axis=1)
+    agg["config"] = agg[config_cols].apply(lambda col: col.map(str)).agg("|".join, axis=1)
     agg = agg[agg.groupby("config")["gpu"].transform("nunique") >= 2]
     merged = agg.merge(agg, on="config", suffixes=("_src", "_dst"))
     merged = merged[merged["gpu_src"] != merged["gpu_dst"]].reset_index(drop=True)
