@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import math
 import pickle
 from collections.abc import Iterator
@@ -62,6 +63,30 @@ REAL_NAMES = {
     "Quadro P600": "Quadro P600",
     "GeForce GT 750M": "NVIDIA GeForce GT 750M",
     "NVIDIA TITAN RTX": "NVIDIA TITAN RTX",
+    "Tesla K40m": "Tesla K40c",
+    "Quadro M6000 24GB": "Quadro M6000 24GB",
+    "Quadro RTX 8000": "Quadro RTX 8000",
+    "NVIDIA GeForce GTX 1060 3GB": "NVIDIA GeForce GTX 1060 3GB",
+    "GeForce GTX TITAN X": "NVIDIA GeForce GTX TITAN X",
+    "TITAN X (Pascal)": "NVIDIA TITAN X (Pascal)",
+    "NVIDIA TITAN Xp": "NVIDIA TITAN Xp",
+    "NVIDIA GeForce RTX 2080 SUPER": "NVIDIA GeForce RTX 2080 SUPER",
+    "NVIDIA GeForce RTX 3090 Ti": "NVIDIA GeForce RTX 3090 Ti",
+    "NVIDIA GeForce RTX 4070 Ti SUPER": "NVIDIA GeForce RTX 4070 Ti SUPER",
+    "NVIDIA GeForce RTX 5090": "NVIDIA GeForce RTX 5090",
+    "NVIDIA GeForce RTX 4090 Laptop GPU": "NVIDIA GeForce RTX 4090 Laptop GPU",
+    "NVIDIA GeForce RTX 2080 with Max-Q Design": "NVIDIA GeForce RTX 2080 with Max-Q Design",
+    "NVIDIA RTX A2000 12GB": "NVIDIA RTX A2000 12GB",
+    "NVIDIA RTX 4000 SFF Ada Generation": "NVIDIA RTX 4000 SFF Ada Generation",
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition":
+        "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+    "NVIDIA A800-SXM4-80GB": "NVIDIA A800-SXM4-80GB",
+    "NVIDIA H800 PCIe": "NVIDIA H800 PCIe",
+    "NVIDIA H20": "NVIDIA H20",
+    "NVIDIA L20": "NVIDIA L20",
+    "NVIDIA GH200 480GB": "NVIDIA GH200 480GB",
+    "NVIDIA GH200 144G HBM3e": "NVIDIA GH200 144G HBM3e",
+    "NVIDIA GB200": "NVIDIA GB200",
 }
 
 
@@ -96,6 +121,19 @@ def test_real_device_names_resolve_to_their_row(name: str, expected: str) -> Non
         ("P100", "Tesla P100-PCIE-16GB"),
         ("P100 SXM2", "Tesla P100-SXM2-16GB"),
         ("P100 12GB", "Tesla P100-PCIE-12GB"),
+        ("A800", "NVIDIA A800-SXM4-80GB"),
+        ("A800 PCIe", "NVIDIA A800 80GB PCIe"),
+        ("H800", "NVIDIA H800"),
+        ("H800 80GB", "NVIDIA H800"),
+        ("H800 PCIe", "NVIDIA H800 PCIe"),
+        ("GH200", "NVIDIA GH200 480GB"),
+        ("GH200 144GB", "NVIDIA GH200 144G HBM3e"),
+        ("GTX 1060", "NVIDIA GeForce GTX 1060 6GB"),
+        ("GTX 1060 3GB", "NVIDIA GeForce GTX 1060 3GB"),
+        ("Tesla M40", "Tesla M40"),
+        ("M40 24GB", "Tesla M40 24GB"),
+        ("Quadro M6000", "Quadro M6000"),
+        ("RTX A2000", "NVIDIA RTX A2000"),
     ],
 )
 def test_ambiguous_names_take_the_documented_variant(name: str, expected: str) -> None:
@@ -111,7 +149,9 @@ def test_ambiguous_names_take_the_documented_variant(name: str, expected: str) -
         ("4090", "NVIDIA GeForce RTX 4090"),
         ("RTX 4090 24GB", "NVIDIA GeForce RTX 4090"),
         ("A6000", "NVIDIA RTX A6000"),
-        ("RTX 6000", "Quadro RTX 6000"),
+        ("Quadro RTX 6000", "Quadro RTX 6000"),
+        ("quadro-rtx-6000", "Quadro RTX 6000"),
+        ("RTX 8000", "Quadro RTX 8000"),
         ("RTX 6000 Ada", "NVIDIA RTX 6000 Ada Generation"),
         ("6000ada", "NVIDIA RTX 6000 Ada Generation"),
         ("gtx 1080ti", "NVIDIA GeForce GTX 1080 Ti"),
@@ -126,6 +166,18 @@ def test_ambiguous_names_take_the_documented_variant(name: str, expected: str) -
         ("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "NVIDIA A100-SXM4-40GB"),
         ("NVIDIA H100 80GB HBM3 MIG 3g.40gb", "NVIDIA H100 80GB HBM3"),
         ("  tesla   t4  ", "Tesla T4"),
+        ("4090 laptop", "NVIDIA GeForce RTX 4090 Laptop GPU"),
+        ("RTX 4090 Mobile", "NVIDIA GeForce RTX 4090 Laptop GPU"),
+        ("RTX 2080 Max-Q", "NVIDIA GeForce RTX 2080 with Max-Q Design"),
+        ("rtx 2080 super max-q", "NVIDIA GeForce RTX 2080 Super with Max-Q Design"),
+        ("3080 laptop", "NVIDIA GeForce RTX 3080 Laptop GPU"),
+        ("GTX TITAN X", "NVIDIA GeForce GTX TITAN X"),
+        ("Titan Xp", "NVIDIA TITAN Xp"),
+        ("K40", "Tesla K40c"),
+        ("P6000", "Quadro P6000"),
+        ("RTX 4000 Ada", "NVIDIA RTX 4000 Ada Generation"),
+        ("RTX PRO 6000 Blackwell", "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"),
+        ("4070 ti super", "NVIDIA GeForce RTX 4070 Ti SUPER"),
     ],
 )
 def test_spellings_are_tolerated(name: str, expected: str) -> None:
@@ -135,12 +187,12 @@ def test_spellings_are_tolerated(name: str, expected: str) -> None:
 @pytest.mark.parametrize(
     ("name", "close"),
     [
-        ("NVIDIA GeForce RTX 3090 Ti", "NVIDIA GeForce RTX 3090"),
-        ("NVIDIA H800", "NVIDIA H200"),
+        ("NVIDIA GeForce RTX 3090 SUPER", "NVIDIA GeForce RTX 3090"),
+        ("NVIDIA H900", "NVIDIA H800"),
         ("Tesla V100-SXM3-32GB", "Tesla V100-SXM2-32GB"),
         ("A100 48GB", "NVIDIA A100-SXM4-40GB"),
         ("H10O", "NVIDIA H100 80GB HBM3"),  # a typo in the model number
-        ("4090 laptop", "NVIDIA GeForce RTX 4090"),  # the model number, another product
+        ("4090 ultra", "NVIDIA GeForce RTX 4090"),  # the model number, another product
         ("tesla v10", "Tesla V100-SXM2-16GB"),
     ],
 )
@@ -156,17 +208,62 @@ def test_unknown_names_raise_with_close_matches(name: str, close: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "misspelt"),
+    [
+        ("V1OO", "Tesla V100-SXM2-16GB"),  # letters O for zeros
+        ("A1OO", "NVIDIA A100-SXM4-40GB"),
+        ("H10O", "NVIDIA H100 80GB HBM3"),
+        ("RTX 3O90", "NVIDIA GeForce RTX 3090"),
+        ("A100 80BG", "NVIDIA A100-SXM4-80GB"),  # a garbled memory unit
+        ("NVIDIA GeForce RTX 3090 SUPER", "NVIDIA GeForce RTX 3090"),  # same model number
+        ("4090 ultra", "NVIDIA GeForce RTX 4090"),  # the desktop card before the laptop one
+        ("Telsa T4", "Tesla T4"),
+    ],
+)
+def test_misspelt_names_suggest_the_intended_gpu_first(name: str, misspelt: str) -> None:
+    with pytest.raises(UnknownGPUError) as info:
+        catalog.lookup(name)
+    assert info.value.candidates[0] == misspelt
+    assert f"Close matches: {misspelt}" in str(info.value)
+
+
+@pytest.mark.parametrize(
     ("name", "both"),
     [
         ("2080", ("NVIDIA GeForce RTX 2080", "NVIDIA GeForce RTX 2080 Ti")),
         ("1080", ("NVIDIA GeForce GTX 1080", "NVIDIA GeForce GTX 1080 Ti")),
         ("Titan", ("NVIDIA TITAN V", "NVIDIA TITAN RTX")),
+        # Different GPUs that share a short name: the Turing Quadro and the Ada card.
+        ("RTX 6000", ("Quadro RTX 6000", "NVIDIA RTX 6000 Ada Generation")),
+        ("NVIDIA RTX 6000", ("Quadro RTX 6000", "NVIDIA RTX 6000 Ada Generation")),
+        ("RTX 5000", ("Quadro RTX 5000", "NVIDIA RTX 5000 Ada Generation")),
+        ("RTX 4000", ("Quadro RTX 4000", "NVIDIA RTX 4000 Ada Generation")),
+        ("TITAN X", ("NVIDIA GeForce GTX TITAN X", "NVIDIA TITAN X (Pascal)")),
+        ("3090", ("NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 3090 Ti")),
     ],
 )
 def test_names_that_fit_several_gpus_are_ambiguous(name: str, both: tuple[str, str]) -> None:
     with pytest.raises(UnknownGPUError, match="ambiguous") as info:
         catalog.lookup(name)
     assert set(both) <= set(info.value.candidates)
+    assert catalog.match(name) is None
+
+
+def test_an_ambiguous_name_lists_the_choices_with_what_tells_them_apart() -> None:
+    with pytest.raises(UnknownGPUError) as info:
+        catalog.lookup("RTX 6000")
+    message = str(info.value)
+    assert "Quadro RTX 6000 (Turing, 16.3 TFLOPS FP32)" in message
+    assert "NVIDIA RTX 6000 Ada Generation (Ada Lovelace, 91.1 TFLOPS FP32)" in message
+    assert "give the full name" in message
+
+
+def test_a_name_without_laptop_means_the_desktop_card() -> None:
+    assert catalog.match("4090") == "NVIDIA GeForce RTX 4090"
+    assert catalog.match("RTX 3080") == "NVIDIA GeForce RTX 3080"
+    assert catalog.match("2070 max-q") == "NVIDIA GeForce RTX 2070 with Max-Q Design"
+    # Only a notebook GPU carries the number: it is the one meant.
+    assert catalog.match("750M") == "NVIDIA GeForce GT 750M"
 
 
 @pytest.mark.parametrize("name", ["", "   ", "NVIDIA", "gpu 16GB", "foo"])
@@ -177,7 +274,7 @@ def test_names_without_a_model_are_unknown(name: str) -> None:
 
 def test_unknown_gpu_error_survives_pickling() -> None:
     with pytest.raises(UnknownGPUError) as info:
-        catalog.lookup("RTX 3090 Ti")
+        catalog.lookup("RTX 3090 SUPER")
     copy = pickle.loads(pickle.dumps(info.value))
     assert str(copy) == str(info.value)
     assert copy.candidates == info.value.candidates
@@ -242,6 +339,27 @@ def test_every_family_with_variants_has_a_default() -> None:
             assert catalog.match(family) in names, family
 
 
+def test_the_catalog_covers_at_least_120_gpus_each_with_a_source() -> None:
+    rows = _rows()
+    assert len(rows) >= 120
+    assert all(row["source"].strip() for row in rows)
+    kinds = {row["form_factor"] for row in rows}
+    assert {"PCIe", "SXM2", "SXM4", "SXM5", "laptop"} <= kinds
+    names = {row["name"] for row in rows}
+    for name in ("Tesla K40c", "Tesla P40", "NVIDIA A800-SXM4-80GB", "NVIDIA H800", "NVIDIA H20",
+                 "NVIDIA L20", "NVIDIA GH200 480GB", "NVIDIA B200", "NVIDIA GB200",
+                 "Quadro M6000", "Quadro P6000", "Quadro RTX 8000", "NVIDIA RTX A5000",
+                 "NVIDIA RTX 2000 Ada Generation",
+                 "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
+                 "NVIDIA GeForce GTX 980 Ti", "NVIDIA GeForce GTX 1050 Ti",
+                 "NVIDIA GeForce GTX 1660 SUPER", "NVIDIA GeForce RTX 2060 SUPER",
+                 "NVIDIA GeForce RTX 3080 Ti", "NVIDIA GeForce RTX 4080 SUPER",
+                 "NVIDIA GeForce RTX 5090", "NVIDIA GeForce GTX TITAN X",
+                 "NVIDIA TITAN X (Pascal)", "NVIDIA TITAN Xp", "NVIDIA TITAN V",
+                 "NVIDIA TITAN RTX", "NVIDIA GeForce RTX 4090 Laptop GPU"):
+        assert name in names, name
+
+
 def test_every_row_has_the_required_figures_and_a_source() -> None:
     for row in _rows():
         for column in catalog.REQUIRED:
@@ -255,12 +373,13 @@ def test_fp32_peak_is_cores_times_two_times_boost_clock() -> None:
     without_clock = set()
     for row in _rows():
         if not _given(row["gpu_clock_mhz"]):
+            # Boost clocks NVIDIA does not publish are left empty, deliberately, and said so.
+            assert "clock" in row["notes"] and "left empty" in row["notes"], row["name"]
             without_clock.add(row["name"])
             continue
         computed = row["gpu_cuda_cores"] * 2 * row["gpu_clock_mhz"] / 1e6
         assert row["gpu_fp32_tflops"] == pytest.approx(computed, rel=0.03), row["name"]
-    # Boost clocks NVIDIA does not publish are left empty, deliberately.
-    assert without_clock == {"NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA B200"}
+    assert {"NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA B200"} <= without_clock
 
 
 def test_cores_and_architecture_agree_with_the_compute_capability() -> None:
@@ -268,6 +387,10 @@ def test_cores_and_architecture_agree_with_the_compute_capability() -> None:
     for row in _rows():
         major, minor = divmod(round(row["gpu_compute_capability"] * 10), 10)
         assert row["gpu_architecture"] == architecture_name(major, minor), row["name"]
+        if not _given(row["gpu_sm_count"]):
+            assert not _given(row["gpu_cuda_cores"]), row["name"]
+            assert "SM count" in row["notes"] and "left empty" in row["notes"], row["name"]
+            continue
         per_sm = cuda_cores_per_sm(major, minor)
         assert row["gpu_cuda_cores"] == row["gpu_sm_count"] * per_sm, row["name"]
 
@@ -279,8 +402,9 @@ def test_tensor_peaks_fit_the_architecture() -> None:
             assert capability >= 8.0, row["name"]
             assert row["gpu_tf32_tflops"] >= row["gpu_fp32_tflops"] * 0.99, row["name"]
         elif capability >= 8.0:
-            # Only GPUs whose tensor peaks NVIDIA does not publish may lack them.
-            assert "not published" in row["notes"] or "not in NVIDIA" in row["notes"]
+            # Only GPUs whose tensor peaks NVIDIA does not publish (or the catalog could not
+            # check) may lack them, and the notes say so.
+            assert "left empty" in row["notes"], row["name"]
         if _given(row["gpu_fp16_tflops"]):
             assert row["gpu_fp16_tflops"] > row["gpu_fp32_tflops"], row["name"]
             if _given(row["gpu_tf32_tflops"]):
@@ -296,6 +420,60 @@ def test_the_datasets_gpus_are_in_the_catalog() -> None:
     assert catalog.lookup("GeForce GTX 1080 Ti")["gpu_fp32_tflops"] == pytest.approx(11.339, 1e-3)
     assert catalog.lookup("Quadro P600")["gpu_fp32_tflops"] == pytest.approx(1.195, rel=0.01)
     assert catalog.lookup("GeForce GT 750M")["gpu_fp32_tflops"] == pytest.approx(0.742, 1e-2)
+
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def _column(path: Path, column: str) -> set[str]:
+    with path.open(newline="", encoding="utf-8") as file:
+        return {row[column] for row in csv.DictReader(file)}
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"{SHARED_DATA} is not here")
+def test_every_gpu_named_in_the_public_datasets_resolves_to_its_row() -> None:
+    from gpuperf_magics import datasets
+
+    # lambda2025: the NVML device name (`gpu`) and the name the run log gave (`gpu_reported`,
+    # older drivers: "A100-PCIE-80GB", "RTX A4000", "GeForce RTX 2080 with Max-Q Design").
+    path = SHARED_DATA / "lambda2025" / "lambda_pytorch.csv"
+    with path.open(newline="", encoding="utf-8") as file:
+        pairs = {(row["gpu"], row["gpu_reported"]) for row in csv.DictReader(file)}
+    assert len({gpu for gpu, _ in pairs}) == 34
+    for gpu, reported in sorted(pairs):
+        assert catalog.match(gpu) == gpu, gpu
+        assert catalog.match(reported) == gpu, reported
+    # gavel2020: K80, P100, V100 as the catalog names them.
+    for gpu in _column(SHARED_DATA / "gavel2020" / "gavel.csv", "gpu"):
+        assert catalog.match(gpu) == gpu, gpu
+    # lattuada2022 names its GPUs by GFLOPS only (the depth files have one GPU and no such
+    # column); every figure in the files maps to a GPU.
+    gflops = set()
+    for path in (SHARED_DATA / "lattuada2022").glob("*.csv"):
+        if "GFlops(7)" in path.read_text(encoding="utf-8").partition("\n")[0]:
+            gflops |= {round(float(v)) for v in _column(path, "GFlops(7)")}
+    assert len(gflops) >= 4 and gflops <= set(datasets._LATTUADA_GPUS)
+    for name in datasets._LATTUADA_GPUS.values():
+        assert catalog.match(name) == name, name
+    # sia2023 names clusters; the dataset module maps each to a GPU.
+    clusters = {p.stem.removeprefix("placements-") for p in SHARED_DATA.glob("sia2023/*/*.csv")}
+    assert clusters == set(datasets._SIA_GPUS)
+    for name in datasets._SIA_GPUS.values():
+        assert catalog.match(name) == name, name
+    # The GPUs as the data sets' READMEs spell them.
+    readme = {
+        "GeForce GT 750M": "NVIDIA GeForce GT 750M",
+        "Quadro P600": "Quadro P600",
+        "Tesla K80": "Tesla K80",
+        "Tesla M60": "Tesla M60",
+        "GeForce GTX 1080 Ti": "NVIDIA GeForce GTX 1080 Ti",
+        "Tesla V100 32 GB": "Tesla V100-SXM2-32GB",
+        "A100 40 GB SXM4": "NVIDIA A100-SXM4-40GB",
+        "Quadro RTX 6000": "Quadro RTX 6000",
+        "GeForce RTX 2080 Ti": "NVIDIA GeForce RTX 2080 Ti",
+    }
+    for spelling, name in readme.items():
+        assert catalog.match(spelling) == name, spelling
 
 
 # ---------------------------------------------------------------- user GPUs

@@ -186,7 +186,9 @@ def test_iterations_and_epochs_together_are_refused(store):
 
 
 def test_unknown_gpu_is_refused_with_close_matches(store):
-    with pytest.raises(UnknownGPUError, match="Close matches: NVIDIA A10, NVIDIA A10G"):
+    # "A10O" reads as the A100 with a letter O for a zero first, then as the A10 it starts with.
+    with pytest.raises(UnknownGPUError,
+                       match="Close matches: NVIDIA A100-SXM4-40GB, NVIDIA A10, NVIDIA A10G"):
         what_if(store, gpus=["T4", "A10O"])
     with pytest.raises(ValueError, match="GPU names"):
         what_if(store, gpus=[4090])

@@ -8,20 +8,30 @@ Matching is tolerant, because the same GPU is spelled many ways (``"Tesla V100-S
 ``"V100 SXM2"``, ``"v100"``):
 
 - case, spaces, hyphens and underscores do not matter (``"rtx4090"`` is ``"RTX 4090"``);
-- vendor words are optional: ``NVIDIA``, ``Tesla``, ``GeForce``, ``Quadro``, and the words
-  ``GPU``, ``Tensor Core`` and ``Generation``;
+- vendor words are optional: ``NVIDIA``, ``Tesla``, ``GeForce``, and the words ``GPU``,
+  ``Tensor Core``, ``Generation``, ``with`` and ``Design`` (``"RTX 2080 with Max-Q Design"`` is
+  ``"RTX 2080 Max-Q"``). ``Quadro`` is not: it tells the Turing Quadro RTX 6000 from the
+  RTX 6000 Ada;
 - a memory size (``16GB``, ``80 GB``, ``40g``) and a form factor (``PCIe``, ``SXM``, ``SXM2`` ..
   ``SXM5``, ``NVL``) select among variants; memory types (``HBM3``, ``GDDR6X`` ..) are ignored;
+  ``Mobile`` means ``Laptop`` (NVIDIA's name for its notebook GPUs since Ampere);
 - a MIG suffix (``"NVIDIA A100-SXM4-40GB MIG 1g.5gb"``) resolves to the whole GPU;
 - a model number alone finds the one GPU containing it (``"4090"``, ``"A6000"``); if several
-  GPUs contain it (``"2080"``: RTX 2080 and RTX 2080 Ti) the name is ambiguous.
+  GPUs contain it (``"2080"``: RTX 2080, 2080 Ti and 2080 SUPER) the name is ambiguous. A name
+  that says neither ``Laptop`` nor ``Max-Q`` means the desktop card when there is one
+  (``"4090"`` is the RTX 4090, ``"4090 laptop"`` the RTX 4090 Laptop GPU).
 
-When a name fits several variants, the most common cloud variant wins: V100 → SXM2 16GB,
-A100 → SXM4 40GB, H100 → SXM5 (``"NVIDIA H100 80GB HBM3"``), H200 → SXM, P100 → PCIe 16GB
-(the variant clouds rented). A memory size or form factor narrows the choice first and the
-default's other property breaks ties: ``"A100 80GB"`` → A100-SXM4-80GB, ``"V100 PCIe"`` →
-V100-PCIE-16GB. ``"RTX 6000"`` is the Turing Quadro RTX 6000, as NVML names it; the Ada card is
-``"RTX 6000 Ada"``.
+When a name fits several variants of one GPU, the most common cloud variant wins: V100 → SXM2
+16GB, A100 → SXM4 40GB, H100 → SXM5 (``"NVIDIA H100 80GB HBM3"``), H200 → SXM, P100 → PCIe
+16GB (the variant clouds rented); A800 and H800 → SXM; GH200 → the 96 GB HBM3 part; a family
+sold with two memory sizes (GTX 1060, Tesla M40, Quadro M6000, RTX A2000) → the first one. A
+memory size or form factor narrows the choice first and the default's other property breaks
+ties: ``"A100 80GB"`` → A100-SXM4-80GB, ``"V100 PCIe"`` → V100-PCIE-16GB. Different GPUs that
+share a short name are refused with the choices: ``"RTX 6000"`` is the Turing Quadro RTX 6000
+(16.3 TFLOPS FP32) or the RTX 6000 Ada (91.1 TFLOPS).
+
+An unknown name lists close matches, first the GPU it would name with a typo fixed (``"V1OO"``:
+letters O for zeros; ``"A100 80BG"``: a garbled memory unit), then similar spellings.
 
 Examples
 --------
@@ -90,11 +100,22 @@ _FAMILY_DEFAULTS = {
     "h100": "NVIDIA H100 80GB HBM3",
     "h200": "NVIDIA H200",
     "p100": "Tesla P100-PCIE-16GB",
+    "a800": "NVIDIA A800-SXM4-80GB",
+    "h800": "NVIDIA H800",
+    "gh200": "NVIDIA GH200 480GB",
+    # Sold with two memory sizes under one model name: the original one.
+    "gtx1060": "NVIDIA GeForce GTX 1060 6GB",
+    "m40": "Tesla M40",
+    "quadrom6000": "Quadro M6000",
+    "rtxa2000": "NVIDIA RTX A2000",
 }
 
+# "Quadro" is not among them: "Quadro RTX 6000" (Turing) and "RTX 6000 Ada" are different GPUs.
 _VENDOR_WORDS = frozenset(
-    {"nvidia", "tesla", "geforce", "quadro", "gpu", "tensor", "core", "generation"}
+    {"nvidia", "tesla", "geforce", "gpu", "tensor", "core", "generation", "with", "design"}
 )
+# Words that mark a notebook GPU; "mobile" is read as "laptop".
+_LAPTOP_WORDS = frozenset({"laptop", "max", "maxq"})
 _MEMORY_TYPES = re.compile(r"^(hbm\d*e?|gddr\d*x?|ddr\d*)$")
 _FORM_FACTORS = re.compile(r"^(pcie|sxm\d?|nvl)$")
 _MEMORY_UNITS = frozenset({"gb", "g", "gib"})
@@ -148,6 +169,7 @@ class _Index:
     family_words: dict[str, tuple[str, ...]]
     forms: list[str | None]
     memory: list[int | None]
+    laptop: list[bool]  # notebook GPUs: a name without "laptop" or "max-q" means the desktop card
     texts: dict[str, str]  # normalised text of every name and alias -> canonical name
 
 
@@ -180,6 +202,8 @@ def _split(name: str) -> _Key:
         i += 1
         if token in _VENDOR_WORDS or _MEMORY_TYPES.match(token):
             continue
+        if token == "mobile":
+            token = "laptop"
         words.append(token)
         if _FORM_FACTORS.match(token):
             form = token
@@ -319,6 +343,7 @@ def _index() -> _Index:
     family_words: dict[str, tuple[str, ...]] = {}
     forms: list[str | None] = []
     memory: list[int | None] = []
+    laptop: list[bool] = []
     texts: dict[str, str] = {}
     for i, record in enumerate(table.to_dict("records")):
         row = {"gpu_name": record["name"]}
@@ -329,6 +354,7 @@ def _index() -> _Index:
         forms.append(form)
         size = row["gpu_memory_gb"]
         memory.append(round(size) if size is not None else None)
+        laptop.append(record["form_factor"].strip().lower() == "laptop")
         names = [record["name"], *(a for a in record["aliases"].split(";") if a.strip())]
         for name in names:
             key = _split(name)
@@ -338,7 +364,7 @@ def _index() -> _Index:
                 families[key.family].append(i)
             family_words[key.family] = key.words
             texts[key.text] = record["name"]
-    return _Index(rows, exact, families, family_words, forms, memory, texts)
+    return _Index(rows, exact, families, family_words, forms, memory, laptop, texts)
 
 
 def _plain(value: Any) -> Any:
@@ -368,12 +394,20 @@ def _resolve(name: str) -> int:
             for family, rows in index.families.items()
             if _contains(index.family_words[family], key.words)
         }
+        if len(groups) > 1 and not _LAPTOP_WORDS & set(key.words):
+            desktop = {g for g in groups if not all(index.laptop[i] for i in g)}
+            groups = desktop or groups
         if not groups:
             raise UnknownGPUError(name, _close_matches(key.text or name.lower()))
         if len(groups) > 1:
-            names = sorted({index.rows[i]["gpu_name"] for rows in groups for i in rows})
+            found = sorted(
+                {i for rows in groups for i in rows}, key=lambda i: index.rows[i]["gpu_name"]
+            )
             raise UnknownGPUError(
-                name, names, reason=f"GPU name {name!r} is ambiguous; give the full name"
+                name,
+                [index.rows[i]["gpu_name"] for i in found],
+                reason=f"GPU name {name!r} is ambiguous; it fits {_describe(found, index)}; "
+                "give the full name",
             )
         members = list(groups.pop())
     candidates = [
@@ -390,6 +424,19 @@ def _resolve(name: str) -> int:
     if len(candidates) == 1:
         return candidates[0]
     return _pick_default(name, key.family, candidates, index)
+
+
+def _describe(rows: list[int], index: _Index) -> str:
+    """The GPUs of ``rows`` with what tells them apart: "Quadro RTX 6000 (Turing, 16.3 TFLOPS
+    FP32), NVIDIA RTX 6000 Ada Generation (Ada Lovelace, 91.1 TFLOPS FP32)"."""
+    described = []
+    for i in rows:
+        row = index.rows[i]
+        facts = [f for f in (row["gpu_architecture"],) if f]
+        if row["gpu_fp32_tflops"] is not None:
+            facts.append(f"{row['gpu_fp32_tflops']:g} TFLOPS FP32")
+        described.append(f"{row['gpu_name']} ({', '.join(facts)})" if facts else row["gpu_name"])
+    return ", ".join(described)
 
 
 def _contains(words: tuple[str, ...], part: tuple[str, ...]) -> bool:
@@ -437,23 +484,71 @@ def _pick_default(name: str, family: str, candidates: list[int], index: _Index) 
 
 
 def _close_matches(text: str) -> list[str]:
-    """Catalog names near ``text``: the whole spelling, then its model numbers ("h10o" is
-    near "h100", "4090 laptop" shares "4090" with the RTX 4090)."""
+    """Catalog names near ``text``: first what a fixed typo names ("v1oo" is "v100", "a100 80
+    bg" is "a100 80 gb"), then names with the same model number ("4090 ultra" shares "4090"
+    with the RTX 4090), then the whole spelling, then near model numbers ("tesla v10" is near
+    "v100")."""
     index = _index()
+    names: list[str] = []
+    for respelt in _respellings(text):
+        try:
+            names.append(index.rows[_resolve(respelt)]["gpu_name"])
+        except UnknownGPUError:
+            continue
     texts = list(index.texts)
-    found = difflib.get_close_matches(text, texts, n=10, cutoff=0.6)
+    # Names that carry the same model number come first ("rtx 3090 super" is nearer the RTX
+    # 3090 than the RTX 4080 SUPER, whatever the letters say), the closest spelling first.
+    words = text.lower().split()
+    model = [w for w in words if any(c.isdigit() for c in w)
+             and not re.fullmatch(r"\d+gb", w) and not _FORM_FACTORS.match(w)]
+    laptop = {row["gpu_name"]: index.laptop[i] for i, row in enumerate(index.rows)}
+    desktop_first = not _LAPTOP_WORDS & set(words)
+    found = sorted(
+        (t for t in texts if model and all(m in t.split() for m in model)),
+        key=lambda t: (
+            desktop_first and laptop[index.texts[t]],
+            -difflib.SequenceMatcher(None, text, t).ratio(),
+        ),
+    )
+    found += difflib.get_close_matches(text, texts, n=10, cutoff=0.6)
     tokens = sorted({w for t in texts for w in t.split() if any(c.isdigit() for c in w)})
     for word in text.lower().split():
         if not any(c.isdigit() for c in word):
             continue  # "tesla", "laptop": too common or no help
         for token in difflib.get_close_matches(word, tokens, n=3, cutoff=0.7):
             found += [t for t in texts if token in t.split()]
-    names: list[str] = []
     for match_text in found:
         canonical = index.texts[match_text]
         if canonical not in names:
             names.append(canonical)
     return names[:5]
+
+
+def _respellings(text: str) -> list[str]:
+    """``text`` with the typos people make in GPU names fixed, if it has any: the letter O for
+    a zero and I or L for a one inside a model number ("V1OO", "H10O", "A1OO"), and a garbled
+    memory unit after a number ("80BG", "80 gn")."""
+    words = text.lower().split()
+    fixed = []
+    for j, word in enumerate(words):
+        if any(c.isdigit() for c in word):
+            first = next(k for k, c in enumerate(word) if c.isdigit())
+            head, tail = word[:first], word[first:]
+            # After the first digit, O is a zero; I and L only between digits ("1080ti" stays).
+            tail = tail.replace("o", "0")
+            tail = re.sub(r"(?<=\d)[il](?=\d)", "1", tail)
+            word = head + tail
+        elif (
+            j > 0
+            and words[j - 1].isdigit()
+            and 1 < len(word) <= 3
+            and word not in _MEMORY_UNITS
+            and difflib.SequenceMatcher(None, word, "gb").ratio() >= 0.5
+        ):
+            word = "gb"
+        fixed.append(word)
+    respelt = " ".join(fixed)
+    return [respelt] if respelt != " ".join(words) else []
 
 
 def gpus() -> pd.DataFrame:
