@@ -203,9 +203,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
 
     threshold = _number("--threshold", args.threshold, positive=False)
-    model, runs = fit_store(args.store, args.network)
-    x, y = per_iteration_table(runs, model.store_features_, robust_times(Store(args.store), runs))
-    table = evaluate(model, x, y, args.scenario, column=args.column, threshold=threshold)
+    fitted, runs = fit_store(args.store, args.network)
+    x, y = per_iteration_table(runs, fitted.features, robust_times(Store(args.store), runs))
+    table = evaluate(fitted.model, x, y, args.scenario, column=args.column, threshold=threshold)
     print(table.to_string(index=False))
     return 0
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Prediction",
     "PredictionError",
+    "StoreModel",
     "fit_store",
     "format_duration",
     "parse_batch_sizes",
@@ -331,13 +332,37 @@ def _architecture_features(runs: pd.DataFrame, notes: list[str]) -> list[str]:
     return varying
 
 
+@dataclass(frozen=True)
+class StoreModel:
+    """A model fitted on one network's runs of a store, and how the store's runs feed it.
+
+    Attributes
+    ----------
+    model : TrainingTimeModel
+    features : list of str
+        The store's columns the model was fitted on.
+    precision : str or None
+        The latest run's precision (predictions run as it did).
+    steady_state : bool
+        The model learnt the time of one iteration (profiled runs), not whole runs.
+    notes : list of str
+        Runs left out and why.
+    """
+
+    model: TrainingTimeModel
+    features: list[str]
+    precision: str | None
+    steady_state: bool
+    notes: list[str]
+
+
 def fit_store(
     store: Any = None, network: str | None = None
-) -> tuple[TrainingTimeModel, pd.DataFrame]:
+) -> tuple[StoreModel, pd.DataFrame]:
     """The model of one network fitted on a store's completed runs, and those runs.
 
     Each network gets its own model, on the features its own runs have; a run no model can use
-    (no batch size; a CPU run among GPU runs) is left out with a note (``model.notes_``).
+    (no batch size; a CPU run among GPU runs) is left out with a note (``StoreModel.notes``).
     Cached per store file and network: a second call refits only if the store was written in
     between (its :meth:`~gpuperf_magics.Store.token` changed).
 
@@ -389,13 +414,11 @@ def fit_store(
         raise PredictionError(f"cannot fit a model for {net!r} on {st.path}: {exc}") from exc
     from gpuperf_magics.model.inputs import precision_of
 
-    model.store_features_ = columns
-    model.precision_ = precision_of(runs.tail(1))[0]  # predictions run as the latest run did
-    model.steady_state_ = steady_state(runs)
-    model.notes_ = notes
+    fitted = StoreModel(model, columns, precision_of(runs.tail(1))[0], steady_state(runs),
+                        notes)
     with _LOCK:
-        _CACHE[key] = (model, runs)
-    return model, runs
+        _CACHE[key] = (fitted, runs)
+    return fitted, runs
 
 
 def _from_cpu(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
@@ -568,9 +591,10 @@ def predict_time(
     if batch_sizes is not None and (not batch_sizes or min(batch_sizes) <= 0):
         raise PredictionError(f"batch sizes must be positive integers, got {batch_sizes}")
 
-    model, runs = fit_store(store, network)
+    fitted, runs = fit_store(store, network)
+    model = fitted.model
     net = str(runs["network"].iloc[0])
-    notes: list[str] = list(model.notes_)
+    notes: list[str] = list(fitted.notes)
     measured_batches = sorted({int(b) for b in runs["batch_size"].dropna()})
     if batch_sizes is None:
         batch_sizes = _default_batch_sizes(measured_batches) if measured_batches else [32]
@@ -578,7 +602,7 @@ def predict_time(
     measured_gpu = latest["gpu"] if isinstance(latest["gpu"], str) and latest["gpu"] else None
     devices: list[str | None] = [measured_gpu]
     devices += [g for g in _resolve_gpus(gpus) if g != measured_gpu]
-    features = [c for c in model.store_features_ if c not in BASE_FEATURES]
+    features = [c for c in fitted.features if c not in BASE_FEATURES]
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(features))
     if unknown:
@@ -611,11 +635,11 @@ def predict_time(
     on_model = configs["gpu"].isna() if measured_gpu is None else configs["gpu"].notna()
     parts = []
     if on_model.any():
-        asked = configs.loc[on_model, model.store_features_]
-        if model.precision_ is not None:
-            asked = asked.assign(precision=model.precision_)
+        asked = configs.loc[on_model, fitted.features]
+        if fitted.precision is not None:
+            asked = asked.assign(precision=fitted.precision)
         try:
-            if model.steady_state_:
+            if fitted.steady_state:
                 one = model.predict_table(asked.assign(iterations=1), coverage=coverage)
                 for col in ("time_s", "time_low_s", "time_high_s"):
                     one[col] = one[col] * asked["iterations"]
@@ -633,9 +657,8 @@ def predict_time(
     device_label = measured_gpu or f"CPU {latest.get('cpu_model') or ''}".strip()
     measured = (f"batch {', '.join(map(str, measured_batches))} on {device_label}"
                 if measured_batches else device_label)
-    fitted = getattr(model, "fits_", {}).get(net)
     return Prediction(
         network=net, frame=frame,
-        cv_mape=float(fitted.cv_mape if fitted is not None else model.cv_mape_),
+        cv_mape=float(model.cv_mape_),
         runs=len(runs), measured=measured, advice=list(model.advice_), notes=notes,
     )

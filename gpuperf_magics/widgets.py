@@ -238,7 +238,7 @@ class WhatIfPanel:
 
         model = None
         try:
-            model, runs = self._fit_store(self.store, network)
+            model, runs = self._fit_store(self.store, network)  # a StoreModel
             self._error = None
         except (PredictionError, StoreError) as exc:
             self._error = str(exc)
@@ -283,7 +283,7 @@ class WhatIfPanel:
 
         self.features = {}
         if model is not None:
-            for name in model.store_features_:
+            for name in model.features:
                 if name in BASE_FEATURES:
                     continue
                 known = runs[name].dropna()

@@ -197,6 +197,11 @@ class DefaultModel(GlobalModel):
                         f"one GPU measured{name} ({label}): predictions for other GPUs are "
                         f"transfers with about {100 * loc.moves['transfer'].mape:.0f}% expected "
                         "error; one run on the target GPU replaces the guess")
+        validated = [m.logres for loc in self.local_.values() for k, m in loc.moves.items()
+                     if not m.prior and k not in ("repeat", "gpu", "transfer")]
+        if validated:  # the error of moves along measured series, as validated
+            res = np.concatenate(validated)
+            self.cv_mape_ = float(np.mean(np.abs(np.exp(-res) - 1)))
         self.moves_ = {
             net: {k: {"method": m.method, "mape": m.mape, "validated": len(m.logres),
                       "public": m.prior, "candidates": dict(m.errors)}
