@@ -447,3 +447,20 @@ def test_ignoring_the_hardware_learns_one_model_for_every_gpu():
     model = TrainingTimeModel(ignore=["gpu_fp32_tflops", "gpu_bandwidth_gbs"]).fit(x, y)
     assert model.predict(x) == pytest.approx(y, rel=0.05)
     assert model.predict(x.head(1).assign(gpu="A100 40GB"))[0] == pytest.approx(y[0], rel=0.05)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
+def test_scikit_learn_estimator_checks_pass_where_they_apply() -> None:
+    from sklearn.utils.estimator_checks import check_estimator
+
+    expected = {
+        # An object array of text is a table: it belongs in a DataFrame with named columns.
+        "check_dtype_object": "text columns need a DataFrame",
+        # An array-like that forbids np.shape: the canonical table is a DataFrame or ndarray.
+        "check_regressor_data_not_an_array": "array-likes are read with numpy",
+    }
+    results = check_estimator(TrainingTimeModel(), on_fail=None,
+                              expected_failed_checks=expected)
+    failed = [r["check_name"] for r in results if r["status"] == "failed"]
+    assert failed == []
+    assert sum(r["status"] == "passed" for r in results) >= 45

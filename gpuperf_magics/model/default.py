@@ -41,10 +41,13 @@ MIN_TASKS = 6
 #: linear in the configurations).
 MAX_VALIDATED = 800
 #: Configurations per network between which the cross-series model is validated by refits
-#: (below: too few to learn it; above: each refit costs too much).
-MIN_REFIT, MAX_REFIT = 8, 400
+#: (below: too few to learn it or to validate it on; above: each refit costs too much). It is
+#: also only validated where the network has series to learn from: at least
+#: :data:`SERIES_PER_GPU` configurations per GPU on average (one batch per GPU, as in
+#: benchmark tables, gives it nothing a GPU move does not have).
+MIN_REFIT, MAX_REFIT, SERIES_PER_GPU = 10, 400, 3
 #: Groups of GPUs held out in turn to validate the cross-series model's GPU moves.
-GPU_FOLDS = 4
+GPU_FOLDS = 3
 #: The method each kind of move uses before validation says otherwise.
 DEFAULT_METHOD = {"repeat": "lin", "batch:inside": "lin", "batch:beyond": "lin",
                   "batch:single": "lin",
@@ -285,7 +288,8 @@ class DefaultModel(GlobalModel):
         picked = np.arange(index.n)
         if index.n > MAX_VALIDATED:
             picked = np.sort(rng.choice(index.n, MAX_VALIDATED, replace=False))
-        refits = MIN_REFIT <= index.n <= MAX_REFIT
+        refits = (MIN_REFIT <= index.n <= MAX_REFIT
+                  and index.n >= SERIES_PER_GPU * len(index.hw_table))
         if refits:
             fold = rng.permutation(index.n) % 3
             for k in range(3):

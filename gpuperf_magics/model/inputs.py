@@ -119,14 +119,27 @@ def _as_frame(x: object) -> pd.DataFrame:
         return x
     if isinstance(x, pd.Series):
         raise TypeError("X must be a DataFrame (one row per configuration), not a Series")
+    if hasattr(x, "tocsr") or type(x).__module__.startswith("scipy.sparse"):
+        raise TypeError("sparse input is not supported: pass a DataFrame or a dense array")
     arr = np.asarray(x)
+    if arr.dtype.kind == "c":
+        raise ValueError("Complex data not supported: X must hold real numbers")
+    if arr.dtype.kind == "O":
+        try:
+            arr = arr.astype(float)
+        except (TypeError, ValueError):
+            pass
     if arr.dtype.kind not in "biuf":
         raise ValueError(
             "X must be a pandas DataFrame or a numeric array; got an array of dtype "
             f"{arr.dtype}"
         )
     if arr.ndim != 2:
-        raise ValueError(f"X must be 2-D (rows x features); got {arr.ndim} dimension(s)")
+        raise ValueError(f"X must be 2-D (rows x features); got {arr.ndim} dimension(s). "
+                         "Reshape your data with X.reshape(-1, 1) for one feature or "
+                         "X.reshape(1, -1) for one sample")
+    if arr.shape[1] == 0:
+        raise ValueError(f"0 feature(s) (shape={arr.shape}) while a minimum of 1 is required.")
     return pd.DataFrame(arr, columns=[f"x{j}" for j in range(arr.shape[1])])
 
 
@@ -402,6 +415,17 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
 
 def check_target(y: object, n: int) -> np.ndarray:
     """Seconds as a positive finite float array of length ``n``."""
+    if y is None:
+        raise ValueError("this estimator requires y to be passed, but the target y is None "
+                         "(give the seconds each row took)")
+    shape = np.shape(y)
+    if len(shape) == 2 and shape[1] == 1:
+        import warnings
+
+        from sklearn.exceptions import DataConversionWarning
+
+        warnings.warn("A column-vector y was passed when a 1d array was expected: it is read "
+                      "as one value per row", DataConversionWarning, stacklevel=3)
     try:
         arr = np.asarray(y, dtype=float)
     except (TypeError, ValueError) as exc:

@@ -58,6 +58,24 @@ class SeriesIndex:
     setup: np.ndarray  # (n_configs,) set-up seconds outside the iterations
     per_it_row: np.ndarray  # seconds per iteration of every row (set-up removed)
     config_of_row: np.ndarray  # configuration id of every row
+    hw_table: np.ndarray = field(default_factory=lambda: np.zeros((1, 0)))  # distinct GPUs
+    hw_id: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # GPU of each config
+
+    def __post_init__(self) -> None:
+        if self.hw.shape[1] == 0:
+            self.hw_table = np.zeros((1, 0))
+            self.hw_id = np.zeros(len(self.t), dtype=int)
+            return
+        table, ids = np.unique(np.round(self.hw, 6), axis=0, return_inverse=True)
+        self.hw_table, self.hw_id = table, ids.reshape(-1)
+
+    def gpu_of(self, h: np.ndarray) -> int:
+        """The id of GPU figures ``h`` among the measured ones, or -1."""
+        if self.hw.shape[1] == 0:
+            return 0
+        same = (np.abs(self.hw_table - h[None, :]) <= 1e-6 * np.abs(h[None, :])).all(axis=1)
+        hit = np.flatnonzero(same)
+        return int(hit[0]) if len(hit) else -1
 
     @property
     def n(self) -> int:
@@ -164,16 +182,11 @@ class Route:
     _batch: int | None = None
 
 
-def _same_hw(index: SeriesIndex, h: np.ndarray) -> np.ndarray:
-    if index.hw.shape[1] == 0:
-        return np.ones(index.n, dtype=bool)
-    return np.isclose(index.hw, h[None, :], rtol=1e-6).all(axis=1)
-
-
 def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
           gpu_moves: bool = True) -> Route:
     """The route of one query (features ``v``, hardware ``h``) over ``allowed`` configurations."""
-    on_hw = allowed & _same_hw(index, h)
+    gid = index.gpu_of(h)
+    on_hw = allowed & (index.hw_id == gid)
     own = _route_on(index, v, on_hw)
     if own.kind != "none" or not gpu_moves or index.hw.shape[1] == 0:
         return own
@@ -181,23 +194,14 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
     if not others.any():
         return own
     sources: list[tuple[int, Route]] = []
-    hw_ids = _hardware_groups(index, others)
-    for rep in hw_ids:
-        sub = _route_on(index, v, others & _same_hw(index, index.hw[rep]))
+    for g in np.unique(index.hw_id[others]):
+        mine = others & (index.hw_id == g)
+        sub = _route_on(index, v, mine)
         if sub.kind != "none":
-            sources.append((rep, sub))
+            sources.append((int(np.flatnonzero(mine)[0]), sub))
     if not sources:
         return own
     return Route("gpu", sources=sources, new_gpu=not on_hw.any(), _batch=index.batch_axis)
-
-
-def _hardware_groups(index: SeriesIndex, mask: np.ndarray) -> list[int]:
-    """One configuration id per distinct GPU among ``mask``."""
-    ids = np.flatnonzero(mask)
-    if len(ids) == 0:
-        return []
-    _, first = np.unique(np.round(index.hw[ids], 6), axis=0, return_index=True)
-    return [int(ids[i]) for i in sorted(first)]
 
 
 def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
@@ -206,7 +210,7 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
         return Route("none")
     if len(index.cols) == 0:
         return Route("repeat", members=ids[:1])
-    diff = ~np.isclose(index.values[ids], v[None, :], rtol=1e-9, atol=1e-12)
+    diff = np.abs(index.values[ids] - v[None, :]) > 1e-9 * np.abs(v[None, :]) + 1e-12
     ndiff = diff.sum(axis=1)
     exact = ids[ndiff == 0]
     if len(exact):

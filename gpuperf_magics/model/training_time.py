@@ -137,6 +137,10 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             "extrapolation", "transfer" or "new network"), ``detail``, ``expected_mape``.
         """
         self._check_fitted()
+        if (not isinstance(X, pd.DataFrame) and np.ndim(X) == 2
+                and np.shape(X)[1] != self.n_features_in_):
+            raise ValueError(f"X has {np.shape(X)[1]} features, but TrainingTimeModel is "
+                             f"expecting {self.n_features_in_} features as input")
         return self.estimator_.predict_table(X, coverage=coverage)
 
     def report(self) -> pd.DataFrame:
