@@ -26,6 +26,7 @@ What counts as a feature
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -125,10 +126,8 @@ def _as_frame(x: object) -> pd.DataFrame:
     if arr.dtype.kind == "c":
         raise ValueError("Complex data not supported: X must hold real numbers")
     if arr.dtype.kind == "O":
-        try:
-            arr = arr.astype(float)
-        except (TypeError, ValueError):
-            pass
+        with contextlib.suppress(TypeError, ValueError):
+            arr = arr.astype(float)  # numbers held as objects; text stays and is refused
     if arr.dtype.kind not in "biuf":
         raise ValueError(
             "X must be a pandas DataFrame or a numeric array; got an array of dtype "
@@ -418,7 +417,7 @@ def check_target(y: object, n: int) -> np.ndarray:
     if y is None:
         raise ValueError("this estimator requires y to be passed, but the target y is None "
                          "(give the seconds each row took)")
-    shape = np.shape(y)
+    shape = np.shape(y)  # type: ignore[call-overload]
     if len(shape) == 2 and shape[1] == 1:
         import warnings
 
