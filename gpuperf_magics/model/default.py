@@ -27,6 +27,7 @@ from gpuperf_magics.model.gpu_move import GpuMove, shipped
 from gpuperf_magics.model.inputs import Prepared, check_target, precision_of, prepare
 from gpuperf_magics.model.local import (
     SeriesIndex,
+    axis_routes,
     candidates,
     network_index,
     query_arrays,
@@ -51,7 +52,7 @@ GPU_FOLDS = 3
 #: The method each kind of move uses before validation says otherwise.
 DEFAULT_METHOD = {"repeat": "lin", "batch:inside": "lin", "batch:beyond": "lin",
                   "batch:single": "lin",
-                  "feature:inside": "lin", "feature:beyond": "lin", "gpu": "learnt",
+                  "feature:inside": "line", "feature:beyond": "line", "gpu": "learnt",
                   "transfer": "learnt"}
 #: Kind of prediction (the column ``kind``) of each kind of move.
 KIND = {"repeat": "interpolation", "batch:inside": "interpolation",
@@ -268,21 +269,32 @@ class DefaultModel(GlobalModel):
             pred, its = out["time_s"], prep_agg.iterations[test]
             result: dict[int, float] = {}
             for c, p, n in zip(agg_config[~keep], pred, its, strict=True):
-                result.setdefault(int(c), max(p - index.setup[c], 1e-3 * p) / n)
+                # Seconds per iteration at the configuration's median iteration count.
+                at = float(index.its[c])
+                per_it = max(p - index.setup[c], 1e-3 * p) / n
+                result.setdefault(int(c), per_it + index.setup[c] / at)
             return result
 
         global_pred: dict[int, float] = {}
 
-        def add(c: int, allowed: np.ndarray) -> None:
+        def add(c: int, allowed: np.ndarray, every_axis: bool = False) -> None:
             r = route(index, index.values[c], index.hw[c], allowed)
-            if r.kind == "none":
-                return
+            if every_axis:  # each axis that reaches the configuration is a move to validate
+                for other in axis_routes(index, index.values[c], index.hw[c], allowed):
+                    if other.key != r.key:
+                        score(c, other)
+            if r.kind != "none":
+                score(c, r)
+
+        def score(c: int, r: Any) -> None:
+            its = float(index.its[c])
             preds = candidates(index, r, index.values[c], index.hw[c], index.naive_peak[c],
-                               local.move, subs)
+                               local.move, subs, its)
             if c in global_pred:
                 preds["global"] = global_pred[c]
+            actual = float(index.per_job(np.array([c]), its)[0])
             tasks.setdefault(r.key, []).append(
-                {m: float(np.log(index.t[c] / p)) for m, p in preds.items() if p > 0})
+                {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0})
 
         everyone = np.ones(index.n, dtype=bool)
         picked = np.arange(index.n)
@@ -297,7 +309,7 @@ class DefaultModel(GlobalModel):
         for c in picked:
             allowed = everyone.copy()
             allowed[c] = False
-            add(int(c), allowed)
+            add(int(c), allowed, every_axis=True)
         if index.hw.shape[1]:
             _, gpu_of = np.unique(np.round(index.hw, 6), axis=0, return_inverse=True)
             gpu_of = gpu_of.reshape(-1)
@@ -394,11 +406,12 @@ class DefaultModel(GlobalModel):
             r = route(index, values[i], hw[i], everyone)
             if r.kind == "none":
                 continue
-            preds = candidates(index, r, values[i], hw[i], float(naive[i]), local.move, subs)
+            its = float(prep.iterations[row])
+            preds = candidates(index, r, values[i], hw[i], float(naive[i]), local.move, subs,
+                               its)
             key = r.key
             chosen = local.moves[key]
             lo, hi = _interval(chosen.logres, cov)
-            its = float(prep.iterations[row])
             if chosen.method == "global":  # the cross-series answer, with this move's error
                 total = float(out.iat[row, col["time_s"]])
                 out.iat[row, col["time_low_s"]] = total * math.exp(lo)
@@ -406,9 +419,7 @@ class DefaultModel(GlobalModel):
                 out.iat[row, col["expected_mape"]] = chosen.mape
                 continue
             method = chosen.method if chosen.method in preds else next(iter(preds))
-            per_it = preds[method]
-            members = r.members if len(r.members) else [rep for rep, _ in r.sources]
-            total = per_it * its + float(np.median(index.setup[members]))
+            total = preds[method] * its
             out.iat[row, col["time_s"]] = total
             out.iat[row, col["time_low_s"]] = total * math.exp(lo)
             out.iat[row, col["time_high_s"]] = total * math.exp(hi)

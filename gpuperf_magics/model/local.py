@@ -32,8 +32,8 @@ import numpy as np
 from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
 from gpuperf_magics.model.inputs import HARDWARE, Prepared
 
-__all__ = ["BATCH_AXES", "Route", "SeriesIndex", "build_index", "candidates", "network_index",
-           "query_arrays", "route"]
+__all__ = ["BATCH_AXES", "Route", "SeriesIndex", "axis_routes", "build_index", "candidates",
+           "network_index", "query_arrays", "route"]
 
 #: Columns that are the batch axis (the per-device batch first). ``batch_size`` is derived
 #: (per device × GPU count) where ``local_batch_size`` is present, and left out of the key then.
@@ -58,6 +58,7 @@ class SeriesIndex:
     setup: np.ndarray  # (n_configs,) set-up seconds outside the iterations
     per_it_row: np.ndarray  # seconds per iteration of every row (set-up removed)
     config_of_row: np.ndarray  # configuration id of every row
+    its: np.ndarray  # median iterations of each configuration's runs
     hw_table: np.ndarray = field(default_factory=lambda: np.zeros((1, 0)))  # distinct GPUs
     hw_id: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # GPU of each config
 
@@ -68,6 +69,10 @@ class SeriesIndex:
             return
         table, ids = np.unique(np.round(self.hw, 6), axis=0, return_inverse=True)
         self.hw_table, self.hw_id = table, ids.reshape(-1)
+
+    def per_job(self, members: np.ndarray, its: float) -> np.ndarray:
+        """Seconds per iteration of ``members`` in a job of ``its`` iterations (set-up spread)."""
+        return self.t[members] + self.setup[members] / its
 
     def gpu_of(self, h: np.ndarray) -> int:
         """The id of GPU figures ``h`` among the measured ones, or -1."""
@@ -121,8 +126,10 @@ def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak:
     count = np.diff(bounds)
     flagged = np.zeros(n) if busy is None else np.bincount(ids, weights=busy, minlength=n)
     batch_axis = next((cols.index(c) for c in BATCH_AXES if c in cols), None)
+    its_median = np.array([float(np.median(iterations[order[bounds[c]:bounds[c + 1]]]))
+                           for c in range(n)])
     return SeriesIndex(cols, batch_axis, values[first], hw[first], naive_peak[first], t, count,
-                       spread, flagged, setup, per_it, ids)
+                       spread, flagged, setup, per_it, ids, its_median)
 
 
 def network_index(prep: Prepared, rows: np.ndarray, seconds: np.ndarray,
@@ -204,7 +211,20 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
     return Route("gpu", sources=sources, new_gpu=not on_hw.any(), _batch=index.batch_axis)
 
 
-def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
+def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
+                allowed: np.ndarray) -> list[Route]:
+    """Every axis move that reaches the query on its own GPU (validation tries each axis)."""
+    mask = allowed & (index.hw_id == index.gpu_of(h))
+    out = []
+    for j in range(len(index.cols)):
+        r = _route_on(index, v, mask, only=j)
+        if r.kind == "axis":
+            out.append(r)
+    return out
+
+
+def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
+              only: int | None = None) -> Route:
     ids = np.flatnonzero(mask)
     if len(ids) == 0:
         return Route("none")
@@ -213,13 +233,15 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
     diff = np.abs(index.values[ids] - v[None, :]) > 1e-9 * np.abs(v[None, :]) + 1e-12
     ndiff = diff.sum(axis=1)
     exact = ids[ndiff == 0]
-    if len(exact):
+    if len(exact) and only is None:
         return Route("repeat", members=exact[:1])
     best: Route | None = None
     order = list(range(len(index.cols)))
     if index.batch_axis is not None:  # the batch axis first: it is what users move most
         order.remove(index.batch_axis)
         order.insert(0, index.batch_axis)
+    if only is not None:
+        order = [only]
     single: Route | None = None
     for j in order:
         members = ids[(ndiff == 1) & diff[:, j]]
@@ -241,10 +263,11 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
 
 
 # ---------------------------------------------------------------------------- candidates
-def _series(index: SeriesIndex, r: Route) -> tuple[np.ndarray, np.ndarray]:
+def _series(index: SeriesIndex, r: Route, its: float) -> tuple[np.ndarray, np.ndarray]:
+    """The series' axis values and seconds per iteration of a job of ``its`` iterations."""
     x = index.values[r.members, r.axis]
     order = np.argsort(x)
-    return x[order], index.t[r.members][order]
+    return x[order], index.per_job(r.members, its)[order]
 
 
 def _inside(x: np.ndarray, t: np.ndarray, q: float, space: str) -> float:
@@ -273,7 +296,11 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> 
             b = max(b, 0.0)
         pred = float(a + b * q)
     if not batch:
-        return max(pred, 1e-9 * float(t.min()))
+        # Another feature (depth, image size, GPU count): no monotone law, but no move beyond
+        # the range should more than halve the nearest time or outgrow proportion to the axis.
+        end_x, end_t = (x[-1], t[-1]) if above else (x[0], t[0])
+        ratio = q / end_x if q > 0 and end_x > 0 else 1.0
+        return float(np.clip(pred, 0.5 * end_t * min(1.0, ratio), end_t * max(1.0, ratio)))
     if above:  # never faster per iteration than the largest batch, never slower per sample
         return float(np.clip(pred, t[-1], t[-1] * q / x[-1]))
     return float(np.clip(pred, t[0] * q / x[0], t[0]))  # the floor: never above the smallest
@@ -285,11 +312,13 @@ def _line(x: np.ndarray, t: np.ndarray, q: float) -> float:
     return float(max(a + b * q, 1e-12))
 
 
-def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str) -> float:
-    """One route's prediction by a local method ("lin" or "log"), or the naive "line"."""
+def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str,
+                its: float = 1.0) -> float:
+    """One route's seconds per iteration (of a job of ``its`` iterations, set-up included) by
+    a local method ("lin" or "log"), or the naive "line"."""
     if r.kind == "repeat":
-        return float(index.t[r.members[0]])
-    x, t = _series(index, r)
+        return float(index.per_job(r.members[:1], its)[0])
+    x, t = _series(index, r, its)
     q = float(v[r.axis])
     if r.position == "single":
         return float(t[0] * q / x[0])
@@ -301,8 +330,9 @@ def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str) -> flo
 
 
 def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive_peak: float,
-               move: GpuMove, sub_method: dict[str, str]) -> dict[str, float]:
-    """Each candidate method's prediction (seconds per iteration) for a routed query.
+               move: GpuMove, sub_method: dict[str, str], its: float = 1.0) -> dict[str, float]:
+    """Each candidate method's prediction for a routed query: seconds per iteration of a job of
+    ``its`` iterations, its set-up time included (a whole run's set-up spread over them).
 
     Axis moves: ``lin`` and ``log`` (local) and ``line`` (naive). GPU moves: ``learnt`` (the
     sources' estimates carried by the learnt move) and ``ratio`` (the naive method: the same
@@ -310,18 +340,16 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
     that measured it). ``sub_method`` says which local method a source's own move uses.
     """
     if r.kind in ("repeat", "axis"):
-        if r.kind == "repeat":
-            return {"lin": local_value(index, r, v, "lin")}
-        if r.position == "single":
-            return {"lin": local_value(index, r, v, "lin")}
-        return {m: local_value(index, r, v, m) for m in ("lin", "log", "line")}
+        if r.kind == "repeat" or r.position == "single":
+            return {"lin": local_value(index, r, v, "lin", its)}
+        return {m: local_value(index, r, v, m, its) for m in ("lin", "log", "line")}
     if r.kind != "gpu":
         return {}
     learnt, ratio = [], []
     bw = h[1] if len(h) > 1 else None
     for rep, sub in r.sources:
         method = sub_method.get(sub.key, "lin")
-        t_src = local_value(index, sub, v, method)
+        t_src = local_value(index, sub, v, method, its)
         src = index.hw[rep]
         learnt.append(float(move.scale(
             np.array([t_src]), np.array([src[0]]),

@@ -70,16 +70,17 @@ class NaiveModel(RegressorMixin, BaseEstimator):
             everyone = np.ones(index.n, dtype=bool)
             for i, row in enumerate(rows):
                 r = route(index, values[i], hw[i], everyone)
+                its = float(prep.iterations[row])
                 if r.kind in ("repeat", "axis"):
-                    per_it = local_value(index, r, values[i], "line")
+                    per_it = local_value(index, r, values[i], "line", its)
                 elif r.kind == "gpu":
-                    preds = candidates(index, r, values[i], hw[i], float(naive[i]), PLAIN, subs)
+                    preds = candidates(index, r, values[i], hw[i], float(naive[i]), PLAIN, subs,
+                                       its)
                     per_it = preds.get("ratio", preds["learnt"])  # learnt = ratio with PLAIN
                 else:
                     x = values[i, index.batch_axis] if index.batch_axis is not None else 1.0
-                    per_it = max(a + b * x, 1e-12)
-                setup = float(np.median(index.setup))
-                out[row] = per_it * prep.iterations[row] + setup
+                    per_it = max(a + b * x, 1e-12) + float(np.median(index.setup)) / its
+                out[row] = per_it * its
         return out
 
 
