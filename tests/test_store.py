@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import raw_sql
 
 from gpuperf_magics.run import IterationRecord, Run
 from gpuperf_magics.store import (
@@ -80,7 +81,14 @@ def make_run(
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(store_url: str) -> Store:
+    """A new store on each backend: an SQLite file, a PostgreSQL database."""
+    return Store(store_url)
+
+
+@pytest.fixture
+def file_store(tmp_path: Path) -> Store:
+    """A new SQLite store, for what only a file has (pragmas, permissions, file damage)."""
     return Store(tmp_path / "runs.sqlite")
 
 
@@ -280,10 +288,10 @@ def test_hardware_is_deduplicated(store: Store) -> None:
     store.save_run(make_run())
     store.save_run(make_run())
     other = store.save_run(make_run(hardware={**HARDWARE, "cpu_threads": 2}))
-    assert sql(store.path, "SELECT count(*) FROM hardware") == [(2,)]
-    assert sql(store.path, "SELECT count(DISTINCT hardware_id) FROM runs") == [(2,)]
+    assert raw_sql(store, "SELECT count(*) FROM hardware") == [(2,)]
+    assert raw_sql(store, "SELECT count(DISTINCT hardware_id) FROM runs") == [(2,)]
     store.delete(other)
-    assert sql(store.path, "SELECT count(*) FROM hardware") == [(1,)]
+    assert raw_sql(store, "SELECT count(*) FROM hardware") == [(1,)]
 
 
 def test_saving_twice_returns_the_same_id(store: Store, tmp_path: Path) -> None:
@@ -359,7 +367,7 @@ def test_delete(store: Store) -> None:
     second = store.save_run(make_run())
     store.delete(first)
     assert store.runs()["run_id"].tolist() == [second]
-    assert sql(store.path, "SELECT count(*) FROM iterations WHERE run_id = ?", first) == [(0,)]
+    assert raw_sql(store, "SELECT count(*) FROM iterations WHERE run_id = ?", first) == [(0,)]
     with pytest.raises(KeyError, match=f"no run with id {first}"):
         store.delete(first)
     with pytest.raises(RunNotFoundError):
@@ -418,7 +426,8 @@ def test_revision_sees_other_processes(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------- schema
-def test_new_store_schema(store: Store) -> None:
+def test_new_store_schema(file_store: Store) -> None:
+    store = file_store
     store.save_run(make_run())
     assert sql(store.path, "PRAGMA user_version") == [(latest_version(),)]
     assert sql(store.path, "PRAGMA application_id") == [(schema.APPLICATION_ID,)]
@@ -448,7 +457,7 @@ def test_older_store_is_migrated_keeping_its_data(
     run_id = Store(path).save_run(make_run())
     current = latest_version()
 
-    def add_column(conn: sqlite3.Connection) -> None:
+    def add_column(conn: sqlite3.Connection, dialect: schema.Dialect) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN energy_j REAL")
         conn.execute("UPDATE runs SET energy_j = 1.5")
 
@@ -582,7 +591,8 @@ def test_store_in_read_only_folder_can_be_read(tmp_path: Path) -> None:
         folder.chmod(0o755)
 
 
-def test_lock_held_too_long_and_retry(store: Store) -> None:
+def test_lock_held_too_long_and_retry(file_store: Store) -> None:
+    store = file_store
     store.save_run(make_run())
     holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")  # another process writing
@@ -677,7 +687,8 @@ def test_connections_are_closed(store: Store) -> None:
     assert _open_fds() <= before
 
 
-def test_store_survives_file_replacement(store: Store) -> None:
+def test_store_survives_file_replacement(file_store: Store) -> None:
+    store = file_store
     store.save_run(make_run())
     for suffix in ("", "-wal", "-shm"):
         Path(f"{store.path}{suffix}").unlink(missing_ok=True)
