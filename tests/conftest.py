@@ -113,7 +113,10 @@ def _free_port() -> int:
 class PostgresServer:
     """One PostgreSQL cluster for the test session; a fresh database per test."""
 
-    def __init__(self) -> None:
+    def __init__(self, durable: bool = False) -> None:
+        # fsync and synchronous commits off make the session's cluster fast; a test that
+        # crashes its server on purpose wants every commit to survive the crash.
+        self.durable = durable
         self.bin = _pg_bin()
         self.folder = Path(tempfile.mkdtemp(prefix="gpuperf-pg-"))
         self.data = self.folder / "data"
@@ -154,7 +157,8 @@ class PostgresServer:
             if attempt or not self.port:  # a restart keeps its port (and so its URLs)
                 self.port = _free_port()
             options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-                       "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                       f"-c fsync=off -c synchronous_commit={'on' if self.durable else 'off'} "
+                       "-c full_page_writes=off "
                        "-c max_connections=200 -c shared_buffers=32MB")
             proc = self._run([str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
                               "-l", str(self.folder / "server.log"), "-w", "-t", "60",
