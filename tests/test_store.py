@@ -612,6 +612,46 @@ def test_lock_held_too_long_and_retry(file_store: Store) -> None:
         holder.close()
 
 
+def test_timeout_is_kept_through_every_way_in(file_store: Store) -> None:
+    import time
+
+    import gpuperf_magics as gm
+
+    store = file_store
+    store.save_run(make_run())
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        impatient = Store(store.path, timeout=0.5)
+        for attempt in (lambda: Store(impatient).save_run(make_run()),
+                        lambda: make_run().save(impatient)):
+            start = time.monotonic()
+            with pytest.raises(StoreError, match="stayed locked"):
+                attempt()
+            assert time.monotonic() - start < 5
+        start = time.monotonic()
+        with gm.profile_training(name="lin", store=impatient) as run:
+            _train_tiny()
+        assert time.monotonic() - start < 10
+        assert run.run_id is None and any("for 0.5 s" in n for n in run.notes)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with pytest.raises(ValueError, match="timeout"):
+        Store(store.path, timeout=float("nan"))
+
+
+def _train_tiny() -> None:
+    import torch
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        opt.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+
+
 # --------------------------------------------------------------------------- concurrency
 def _start_method() -> str:
     return "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"

@@ -118,6 +118,13 @@ def _check(path: Path, app_id: int, version: int, tables: set[str],
             f"pip install -U gpuperf-magics (or {ANOTHER_STORE}).",
             path=str(path),
         )
+    if version:
+        missing = [t for t in schema.REQUIRED_TABLES if t not in tables]
+        if missing:
+            raise _damaged(path, f"table{'s' if len(missing) > 1 else ''} "
+                           f"{', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing")
+        if revision is False:
+            raise _damaged(path, "the revision row of its meta table is missing")
 
 
 def is_read_only(exc: sqlite3.Error) -> bool:

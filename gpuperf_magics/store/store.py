@@ -146,7 +146,7 @@ class Store:
         yet gives empty results and creates nothing.
     timeout : float, default 30
         Seconds to wait for another writer's lock (and at most for a server to answer)
-        before :class:`StoreError`.
+        before :class:`StoreError`. ``Store(other_store)`` keeps ``other_store``'s timeout.
 
     Attributes
     ----------
@@ -172,9 +172,12 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str] | Store | None = None, *,
-                 timeout: float = 30.0):
+                 timeout: float | None = None):
         if isinstance(path, Store):
             location = path._location
+            # Store(store) is how the API takes "a path or a Store": it keeps the timeout the
+            # caller chose (it used to fall back to 30 s, so Store(p, timeout=2) waited 30).
+            timeout = float(path.timeout) if timeout is None else timeout
         else:
             raw = default_store_path() if path is None else path
             if not isinstance(raw, (str, os.PathLike)):
@@ -187,7 +190,9 @@ class Store:
         self.path: Path | str = location.path if location.path is not None else location.display
         if location.kind == "postgresql":
             _OPENED[location.display] = location.url
-        self.timeout = float(timeout)
+        self.timeout: float = 30.0 if timeout is None else float(timeout)
+        if not self.timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
         self._ready = False
 
     def __repr__(self) -> str:
