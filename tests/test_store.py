@@ -152,6 +152,26 @@ def test_default_store_created_on_first_write_never_in_cwd(
     assert list(cwd.iterdir()) == []
 
 
+def test_new_stores_are_private(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GPUPERF_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    old = os.umask(0o022)  # a usual umask: files 644, folders 755 unless asked otherwise
+    try:
+        store = Store()
+        store.save_run(make_run())
+        explicit = Store(tmp_path / "deep" / "er" / "runs.sqlite")
+        explicit.save_run(make_run())
+    finally:
+        os.umask(old)
+    assert (store.path.parent.stat().st_mode & 0o777) == 0o700
+    for path in (store.path, explicit.path):
+        for suffix in ("", "-wal", "-shm"):
+            file = Path(f"{path}{suffix}")
+            if file.exists():
+                assert (file.stat().st_mode & 0o777) == 0o600, file
+    assert (explicit.path.parent.stat().st_mode & 0o777) == 0o700
+
+
 def test_relative_path_is_made_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.chdir(tmp_path)
     store = Store("sub/runs.sqlite")

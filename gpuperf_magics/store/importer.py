@@ -462,7 +462,9 @@ def prepare_records(
             if mapped[name].isna().all():
                 continue  # an empty column says nothing
             guess = "float" if table.is_numeric(name) else "str"
-            nested["features" if guess == "float" else "tags"][name] = table.typed(name, guess)
+            values = (table.numbers(name, canonical=False) if guess == "float"
+                      else table.texts(name))
+            nested["features" if guess == "float" else "tags"][name] = values
         else:
             kind = KINDS.get(name)
             values = table.typed(name, kind)
