@@ -473,7 +473,7 @@ def test_integers_beyond_64_bits_are_named(store: Store, tmp_path: Path) -> None
     assert "column 'batch_size'" in str(info.value) and "line 3" in str(info.value)
     frame = pd.DataFrame({"time_s": [1.0], "batch_size": [4], "iterations": [2**64]},
                          dtype=object)
-    with pytest.raises(ImportValidationError, match="column 'iterations'.*64-bit"):
+    with pytest.raises(ImportValidationError, match=r"column 'iterations'.*64-bit"):
         store.import_table(frame, network="mlp")
     assert store.revision() == 0
 
