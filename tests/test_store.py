@@ -371,6 +371,55 @@ def test_runs_filters(store: Store) -> None:
         store.runs(since=3)
 
 
+def test_runs_reads_only_the_columns_asked(store: Store) -> None:
+    a = store.save_run(make_run("mlp", batch=16))
+    b = store.save_run(make_run("cnn", batch=32, hyper={"optimizer": "Adam"}))
+    df = store.runs(network="cnn", columns=["run_id", "batch_size", "time_s", "optimizer"])
+    assert list(df.columns) == ["run_id", "batch_size", "time_s", "optimizer"]
+    assert df["run_id"].tolist() == [b] and df["optimizer"].tolist() == ["Adam"]
+    assert df["batch_size"].dtype == "Int64" and df["time_s"].dtype == "float64"
+    # Canonical columns no run has come back empty and typed; unknown ones are refused.
+    empty = store.runs(columns=["gpu_fp32_tflops", "depth", "tags"])
+    assert empty["gpu_fp32_tflops"].isna().all() and empty["depth"].tolist() == [3.0, 3.0]
+    assert empty["tags"].tolist() == [{"experiment": "a"}] * 2
+    with pytest.raises(ValueError, match="no column 'bogus'"):
+        store.runs(columns=["network", "bogus"])
+    with pytest.raises(ValueError, match="list of column names"):
+        store.runs(columns=[])
+    assert store.runs(columns="network")["network"].tolist() == ["mlp", "cnn"]
+    assert store.runs(network="none", columns=["bogus"]).empty
+    assert store.runs(run_uid=store.runs()["run_uid"].iloc[0])["run_id"].tolist() == [a]
+
+
+def test_iterations_of_many_runs_in_one_query(store: Store) -> None:
+    ids = [store.save_run(make_run(n=3 + i, warmup=0)) for i in range(3)]
+    its = store.iterations(ids)
+    assert its["run_id"].tolist() == [ids[0]] * 3 + [ids[1]] * 4 + [ids[2]] * 5
+    assert store.iterations([]).empty
+    with pytest.raises(RunNotFoundError, match="no run with id 99"):
+        store.iterations([ids[0], 99])
+
+
+def test_prediction_reads_all_iterations_in_one_query(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpuperf_magics as gm
+
+    for batch in (8, 16, 32, 64) * 3:
+        store.save_run(make_run(batch=batch, n=8, warmup=1))
+    calls = []
+    original = Store.iterations
+
+    def counted(self: Store, run_id: object) -> pd.DataFrame:
+        calls.append(run_id)
+        return original(self, run_id)
+
+    monkeypatch.setattr(Store, "iterations", counted)
+    prediction = gm.predict_time(store, batch_sizes=[128], iterations=100)
+    assert len(prediction.frame) >= 1
+    assert len(calls) == 1 and len(calls[0]) == 12
+
+
 def test_since_compares_times_not_text(store: Store) -> None:
     old = store.save_run(make_run(created_at="2024-01-01T00:00:00Z"))
     new = store.save_run(make_run(created_at="2024-06-01T12:00:00.5+02:00"))
