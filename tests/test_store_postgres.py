@@ -277,3 +277,42 @@ def test_lock_timeout_is_honoured(pg_store_url: str) -> None:
         assert len(Store(pg_store_url).runs()) == 1  # readers are not blocked
         holder.execute("ROLLBACK")
     assert Store(pg_store_url).save_run(make_run()) >= 2
+
+
+# --------------------------------------------------------------------------- README recipe
+def _readme_sql() -> list[str]:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = text.split("## Team store", 1)[1]
+    block = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    statements, current = [], []
+    for line in block.splitlines():
+        line = line.split("--", 1)[0].rstrip()
+        if line:
+            current.append(line)
+        if line.endswith(";") or line.startswith("\\c"):
+            statements.append(" ".join(current))
+            current = []
+    return statements
+
+
+def test_the_readme_team_recipe_works(postgres_server: PostgresServer) -> None:
+    """The roles of the README: owner migrates, writers profile, readers only read."""
+    database = "postgres"
+    for statement in _readme_sql():
+        if statement.startswith("\\c"):
+            database = statement.split()[1]
+            continue
+        postgres_server.admin(statement.replace("'...'", "'pw'"), database)
+    owner = postgres_server.url("gpuperf", "gpuperf_owner")
+    proc = cli("migrate", owner + "?sslmode=disable")
+    assert proc.returncode == 0, proc.stderr
+    writer = Store(postgres_server.url("gpuperf", "ann"))
+    assert writer.save_run(make_run()) == 1
+    writer.delete(1)
+    assert writer.save_run(make_run()) == 2
+    guest = Store(postgres_server.url("gpuperf", "guest"))
+    assert guest.runs()["run_id"].tolist() == [2]
+    with pytest.raises(StoreError, match="may read but not write"):
+        guest.save_run(make_run())
+    # A writer's migrate of an up-to-date store changes nothing (and needs no DDL rights).
+    assert writer.migrate() == (latest_version(), latest_version())

@@ -62,6 +62,13 @@ class PgConnection:
         cursor.executemany(self._sql(sql), list(rows))
         return cursor
 
+    def copy_rows(self, table: str, columns: Any, rows: Any) -> None:
+        """Rows into a table with COPY (the bulk path of imports and syncs)."""
+        cursor = self.raw.cursor()
+        with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)
+
     @property
     def in_transaction(self) -> bool:
         return bool(self.raw.info.transaction_status != 0)  # 0: IDLE

@@ -141,16 +141,37 @@ def content_uid(row: Sequence[Any], hardware_info: str | None,
     return hashlib.sha256(to_json(payload).encode()).hexdigest()[:32]
 
 
-def run_row(record: dict[str, Any]) -> list[Any]:
+_EMPTY_JSON = {"{}": "{}", "[]": "[]"}
+
+
+def _json_text(value: Any, empty: Any, memo: dict[Any, str]) -> str:
+    if isinstance(value, str):
+        # JSON already (a row copied from another store): kept byte for byte, so that its
+        # uid stays the same.
+        return value
+    if not value:
+        return "[]" if isinstance(empty, list) else "{}"
+    try:
+        # Rows of one import or sync share most of their dicts: encode each once.
+        key = (type(value), tuple(value.items()) if isinstance(value, dict) else tuple(value))
+        hash(key)
+    except TypeError:
+        return to_json(value)
+    text = memo.get(key)
+    if text is None:
+        text = memo[key] = to_json(value)
+    return text
+
+
+def run_row(record: dict[str, Any], memo: dict[Any, str] | None = None) -> list[Any]:
     """The stored values of a record (``Run.to_record()`` shape plus ``notes``), hardware_id
     left as None for the caller to fill."""
+    memo = {} if memo is None else memo
     row: list[Any] = []
     for name in RUN_COLUMNS:
         value = record.get(name)
         if name in JSON_COLUMNS:
-            # Text is JSON already (a row copied from another store): kept byte for byte,
-            # so that its uid stays the same.
-            row.append(value if isinstance(value, str) else to_json(value or JSON_COLUMNS[name]))
+            row.append(_json_text(value, JSON_COLUMNS[name], memo))
         else:
             row.append(None if name == "hardware_id" else sql_value(value))
     return row
@@ -196,13 +217,18 @@ def insert_runs(
     host, user = recorder()
     rows = []
     seen: dict[str, int] = {}
+    memo: dict[Any, str] = {}
+    hardware_ids: dict[str, int | None] = {}
     for pos, record in enumerate(records):
         hardware = record.get("hardware")
-        info = hardware if isinstance(hardware, str) or not hardware else to_json(hardware)
-        row = run_row(record)
+        info = None if not hardware else hardware if isinstance(hardware, str) else (
+            _json_text(hardware, {}, memo))
+        row = run_row(record, memo)
         uid = uids[pos] if uids is not None and uids[pos] else _uid_of(
             row, info or None, iterations[pos], seen)
-        row[_HW] = hardware_id(conn, info)
+        if info not in hardware_ids:
+            hardware_ids[info] = hardware_id(conn, info)
+        row[_HW] = hardware_ids[info]
         by = who[pos] if who is not None else (host, user)
         rows.append([*row, uid, *by])
     if len(rows) == 1:
@@ -216,7 +242,7 @@ def insert_runs(
         existing = _ids_of_uids(conn, [r[-3] for r in rows])
         fresh = [r for r in rows if r[-3] not in existing]
         if fresh:
-            conn.executemany(INSERT_RUN, fresh)
+            _insert_many(conn, "runs", WRITTEN_COLUMNS, fresh)
         ids = {**existing, **_ids_of_uids(conn, [r[-3] for r in fresh])}
         out = [(ids[r[-3]], r[-3] not in existing) for r in rows]
     its = [
@@ -225,8 +251,18 @@ def insert_runs(
         for it in run_its
     ]
     if its:
-        conn.executemany(INSERT_ITERATION, its)
+        _insert_many(conn, "iterations", ("run_id", *ITERATION_FIELDS), its)
     return out
+
+
+def _insert_many(conn: Any, table: str, columns: Sequence[str], rows: list[Any]) -> None:
+    """Many rows at once: COPY on PostgreSQL (one stream, not a round trip per row)."""
+    copy = getattr(conn, "copy_rows", None)
+    if copy is not None and len(rows) > 50:
+        copy(table, columns, rows)
+        return
+    marks = ", ".join("?" * len(columns))
+    conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
 
 
 def _id_of_uid(conn: Any, uid: str) -> int:
@@ -234,6 +270,9 @@ def _id_of_uid(conn: Any, uid: str) -> int:
 
 
 def _ids_of_uids(conn: Any, uids: list[str]) -> dict[str, int]:
+    if conn.dialect.name == "postgresql":  # one query with an array parameter
+        return {u: int(i) for u, i in conn.execute(
+            "SELECT run_uid, id FROM runs WHERE run_uid = ANY(?)", (list(uids),))}
     out: dict[str, int] = {}
     step = 900
     for start in range(0, len(uids), step):

@@ -1040,7 +1040,7 @@ class Store:
         other: str | os.PathLike[str] | Store,
         *,
         progress: Callable[[int, int], None] | None = None,
-        batch: int = 500,
+        batch: int = 2000,
     ) -> SyncResult:
         """Copy the runs ``other`` lacks into it (SQLite or PostgreSQL, either way).
 
