@@ -316,3 +316,16 @@ def test_the_readme_team_recipe_works(postgres_server: PostgresServer) -> None:
         guest.save_run(make_run())
     # A writer's migrate of an up-to-date store changes nothing (and needs no DDL rights).
     assert writer.migrate() == (latest_version(), latest_version())
+
+
+def test_config_setting_and_missing_driver(pg_store_url: str, ip,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    ip.run_line_magic("config", f"GpuPerf.store = {pg_store_url!r}")
+    try:
+        ip.run_cell_magic("profile_training", "-q -n cfg", LOOP)
+    finally:
+        ip.run_line_magic("config", "GpuPerf.store = None")
+    assert Store(pg_store_url).runs()["network"].tolist() == ["cfg"]
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg now fails
+    with pytest.raises(StoreError, match=r"pip install 'gpuperf-magics\[postgres\]'"):
+        Store(pg_store_url).runs()
