@@ -27,7 +27,8 @@ from gpuperf_magics.store.errors import (
 )
 from gpuperf_magics.store.paths import default_store_path, fallback_store_path, user_data_dir
 from gpuperf_magics.store.schema import latest_version
-from gpuperf_magics.store.store import Store, SyncResult
+from gpuperf_magics.store.store import Store
+from gpuperf_magics.store.sync import SyncResult
 
 __all__ = [
     "CANONICAL_COLUMNS",

@@ -218,7 +218,7 @@ def insert_runs(
     rows = []
     seen: dict[str, int] = {}
     memo: dict[Any, str] = {}
-    hardware_ids: dict[str, int | None] = {}
+    hardware_ids: dict[str | None, int | None] = {}
     for pos, record in enumerate(records):
         hardware = record.get("hardware")
         info = None if not hardware else hardware if isinstance(hardware, str) else (

@@ -2,27 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import operator
 import os
-import random
 import sqlite3
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
 from gpuperf_magics.store.columns import KINDS, group_of
-from gpuperf_magics.store.connection import (
-    create_private,
-    ensure_schema,
-    is_busy,
-    is_read_only,
-    open_connection,
-    translate,
-)
+from gpuperf_magics.store.connection import translate
 from gpuperf_magics.store.encoding import (
     format_timestamp,
     from_json,
@@ -34,10 +25,8 @@ from gpuperf_magics.store.encoding import (
 from gpuperf_magics.store.errors import ANOTHER_STORE, RunNotFoundError, StoreError
 from gpuperf_magics.store.location import Location, parse_location
 from gpuperf_magics.store.paths import (
-    STORE_FILENAME,
     default_store_path,
     fallback_store_path,
-    user_data_dir,
 )
 from gpuperf_magics.store.records import (
     ITERATION_FIELDS,
@@ -53,8 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from gpuperf_magics.run import Run
+    from gpuperf_magics.store.sync import SyncResult
 
-__all__ = ["Store", "SyncResult"]
+__all__ = ["Store"]
 
 T = TypeVar("T")
 
@@ -103,31 +93,6 @@ def _run_ids(run_id: Any) -> list[int]:
 def _chunks(values: Sequence[T], size: int) -> Iterable[Sequence[T]]:
     for start in range(0, len(values), size):
         yield values[start:start + size]
-
-
-@dataclasses.dataclass(frozen=True)
-class SyncResult:
-    """What :meth:`Store.sync_to` did.
-
-    Attributes
-    ----------
-    copied : int
-        Runs added to the destination.
-    already : int
-        Runs the destination had already (same ``run_uid``): left as they were.
-    source, destination : str
-        The two stores (passwords masked).
-    """
-
-    copied: int
-    already: int
-    source: str
-    destination: str
-
-    def __str__(self) -> str:
-        return (f"synced {self.source} -> {self.destination}: {self.copied} run(s) copied, "
-                f"{self.already} already there (sync adds runs; it never deletes or "
-                "overwrites)")
 
 
 class Store:
@@ -193,7 +158,9 @@ class Store:
         self.timeout: float = 30.0 if timeout is None else float(timeout)
         if not self.timeout >= 0:
             raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
-        self._ready = False
+        self._backend: SqliteBackend | PostgresBackend = (
+            SqliteBackend(location.path) if location.path is not None
+            else PostgresBackend(location))
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
@@ -226,10 +193,8 @@ class Store:
         from gpuperf_magics.store.frame import CorruptRow
 
         try:
-            if self._location.kind == "postgresql":
-                return self._pg_execute(work, write=write, action=action, snapshot=snapshot)
-            return self._sqlite_execute(work, write=write, action=action, missing=missing,
-                                        snapshot=snapshot)
+            return self._backend.run(work, write=write, action=action, timeout=self.timeout,
+                                     missing=missing, snapshot=snapshot)
         except CorruptRow as exc:
             raise self._corrupt(exc) from None
 
@@ -239,141 +204,6 @@ class Store:
             f"the store {where} is damaged: {exc}. Restore it from a backup or a synced copy, "
             f"or delete that run (Store.delete(run_id)); or {ANOTHER_STORE}.", path=where,
         )
-
-    def _sqlite_execute(self, work: Callable[[Any], T], *, write: bool, action: str,
-                        missing: Callable[[], T] | None, snapshot: bool) -> T:
-        path = self._location.path
-        assert path is not None
-        if path.is_dir():
-            raise StoreError(
-                f"could not {action}: {path} is a folder, not a store file. Give a file "
-                f"path such as {path / STORE_FILENAME}, or {ANOTHER_STORE}.",
-                path=str(path),
-            )
-        if not write and missing is not None and not path.exists():
-            return missing()
-        deadline = time.monotonic() + self.timeout
-        delay = 0.005
-        schema_retry = True
-        immutable = False
-        while True:
-            try:
-                return self._attempt(
-                    path, work, write=write, snapshot=snapshot, deadline=deadline,
-                    immutable=immutable,
-                )
-            except sqlite3.OperationalError as exc:
-                if not write and not immutable and is_read_only(exc):
-                    # A store on a read-only share or folder: read it as an immutable file.
-                    immutable = True
-                    continue
-                if is_busy(exc) and time.monotonic() < deadline:
-                    # Jitter, so that processes that collided do not collide again.
-                    pause = min(delay, max(deadline - time.monotonic(), 0.0))
-                    time.sleep(pause * random.uniform(0.5, 1.5))
-                    delay = min(delay * 2, 0.25)
-                    continue
-                if "no such table" in str(exc) and schema_retry:
-                    # The file was replaced since this Store checked it: check again.
-                    schema_retry = False
-                    self._ready = False
-                    continue
-                raise translate(exc, path, action, self.timeout) from None
-            except (sqlite3.Error, OSError) as exc:
-                raise translate(exc, path, action, self.timeout) from None
-
-    def _attempt(
-        self,
-        path: Path,
-        work: Callable[[Any], T],
-        *,
-        write: bool,
-        snapshot: bool,
-        deadline: float,
-        immutable: bool = False,
-    ) -> T:
-        if write:
-            if not path.parent.exists():
-                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            if path.parent == user_data_dir():
-                # The default folder holds every run of the user: theirs alone.
-                with contextlib.suppress(OSError):
-                    path.parent.chmod(0o700)
-            create_private(path)
-        # The busy handler waits at most what is left of this Store's timeout (a lock held
-        # longer than that is an error, not a hang).
-        conn = open_connection(path, max(deadline - time.monotonic(), 0.0), immutable=immutable)
-        try:
-            if immutable:
-                ensure_schema(conn, path, read_only=True)
-            elif not self._ready:
-                ensure_schema(conn, path)
-                self._ready = True
-            if write or snapshot:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                result = work(conn)
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    # The original error says more than a failed rollback would.
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
-            return result
-        finally:
-            conn.close()
-
-    def _pg_execute(self, work: Callable[[Any], T], *, write: bool, action: str,
-                    snapshot: bool) -> T:
-        from gpuperf_magics.store import postgres as pg
-
-        psycopg = pg._driver()
-        location = self._location
-        deadline = time.monotonic() + self.timeout
-        delay = 0.01
-        while True:
-            try:
-                conn = pg.connect(location, max(deadline - time.monotonic(), 0.0))
-            except Exception as exc:
-                raise pg.translate(exc, location, action, self.timeout) from None
-            try:
-                if not self._ready:
-                    pg.ensure_schema(conn, location)
-                    self._ready = True
-                if write:
-                    conn.execute("BEGIN")
-                    wait_ms = max(int((deadline - time.monotonic()) * 1000), 1)
-                    conn.execute(f"SET LOCAL lock_timeout = {wait_ms}")
-                elif snapshot:
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                result = work(conn)
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-                return result
-            except psycopg.Error as exc:
-                self._rollback(conn)
-                kind = pg.kind_of(exc)
-                if kind == "retry" and time.monotonic() < deadline:
-                    time.sleep(delay * random.uniform(0.5, 1.5))
-                    delay = min(delay * 2, 0.25)
-                    continue
-                if kind == "damaged":
-                    self._ready = False
-                raise pg.translate(exc, location, action, self.timeout) from None
-            except BaseException:
-                self._rollback(conn)
-                raise
-            finally:
-                with contextlib.suppress(Exception):
-                    conn.close()
-
-    @staticmethod
-    def _rollback(conn: Any) -> None:
-        with contextlib.suppress(Exception):
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
 
     # ------------------------------------------------------------------ writing
     def save_run(self, run: Run) -> int:
@@ -499,7 +329,7 @@ class Store:
 
         if not ids:
             return
-        if self._location.path is not None and not self._location.path.exists():
+        if not self._backend.exists():
             raise RunNotFoundError(ids[0], self._shown)
         self._execute(work, write=True, action="delete runs")
 
@@ -631,7 +461,7 @@ class Store:
             from gpuperf_magics.store import postgres as pg
 
             result = pg.migrate(self._location, self.timeout)
-            self._ready = False
+            self._backend.ready = False
             return result
         path = self._location.path
         assert path is not None
@@ -1063,73 +893,7 @@ class Store:
         -------
         SyncResult
         """
-        destination = other if isinstance(other, Store) else Store(other)
-        if destination._location.url == self._location.url and \
-                destination._location.path == self._location.path:
-            raise ValueError(f"cannot sync {self._shown} into itself")
-        if batch < 1:
-            raise ValueError(f"batch must be >= 1, got {batch}")
+        from gpuperf_magics.store.sync import sync
 
-        def uids(conn: Any) -> list[tuple[int, str]]:
-            return [(int(i), str(u)) for i, u in
-                    conn.execute("SELECT id, run_uid FROM runs ORDER BY id")]
-
-        mine: list[tuple[int, str]] = self._execute(
-            uids, write=False, action="list runs to sync", missing=list)
-        known: list[tuple[int, str]] = destination._execute(
-            uids, write=False, action="list runs to sync", missing=list)
-        theirs = {u for _, u in known}
-        todo = [run_id for run_id, uid in mine if uid not in theirs]
-        total, done, copied = len(todo), 0, 0
-        if progress is not None:
-            progress(0, total)
-        for chunk in _chunks(todo, batch):
-            records, iterations, run_uids, who = self._read_for_sync(list(chunk))
-
-            def write(conn: Any, records: Any = records, iterations: Any = iterations,
-                      run_uids: Any = run_uids, who: Any = who) -> int:
-                out = insert_runs(conn, records, iterations, uids=run_uids, who=who)
-                added = sum(1 for _, inserted in out if inserted)
-                if added:
-                    bump_revision(conn)
-                return added
-
-            copied += destination._execute(write, write=True, action="copy runs")
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total)
-        return SyncResult(copied, len(mine) - copied, self._shown, destination._shown)
-
-    def _read_for_sync(self, ids: list[int]) -> tuple[list[dict[str, Any]], list[list[Any]],
-                                                      list[str], list[tuple[Any, Any]]]:
-        from gpuperf_magics.store.records import RUN_COLUMNS
-
-        names = [c for c in RUN_COLUMNS if c != "hardware_id"]
-
-        def work(conn: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-            marks = ", ".join("?" * len(ids))
-            runs = conn.execute(
-                f"SELECT r.id, {', '.join('r.' + n for n in names)}, h.info, r.run_uid, "
-                "r.recorded_host, r.recorded_user FROM runs AS r LEFT JOIN hardware AS h "
-                f"ON h.id = r.hardware_id WHERE r.id IN ({marks}) ORDER BY r.id", ids
-            ).fetchall()
-            its = conn.execute(
-                f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
-                f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", ids
-            ).fetchall()
-            return runs, its
-
-        runs, its = self._execute(work, write=False, action="read runs to sync")
-        by_run: dict[int, list[Any]] = {}
-        for run_id, *values in its:
-            by_run.setdefault(int(run_id), []).append(tuple(values))
-        records, iterations, run_uids, who = [], [], [], []
-        for run_id, *values in runs:
-            record = dict(zip(names, values[:len(names)], strict=True))
-            info, uid, host, user = values[len(names):]
-            record["hardware"] = info
-            records.append(record)
-            iterations.append(by_run.get(int(run_id), []))
-            run_uids.append(uid)
-            who.append((host, user))
-        return records, iterations, run_uids, who
+        return sync(self, other if isinstance(other, Store) else Store(other),
+                    progress=progress, batch=batch)
