@@ -163,7 +163,7 @@ def _import(args: argparse.Namespace) -> int:
     tags, note = None, ""
     if path.is_file():  # else import_table says what is wrong with the path
         tags = {IMPORT_TAG: _fingerprint(path, mapping, args.network, args.gpu)}
-        runs = store.runs()
+        runs = store.runs(columns=["run_id", "source", "tags"])  # not every column
         marks = runs["tags"].map(lambda t: t.get(IMPORT_TAG) if isinstance(t, dict) else None)
         already = runs[marks == tags[IMPORT_TAG]]
         if len(already) and not args.again:

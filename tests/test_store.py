@@ -540,6 +540,29 @@ def test_older_store_is_migrated_keeping_its_data(
     assert sql(path, "SELECT energy_j FROM runs") == [(1.5,)]
 
 
+def test_a_version_1_file_gains_run_uids(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    schema.MIGRATIONS[0].apply(conn, schema.SQLITE)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+    for network in ("a", "a", "b"):  # two identical rows: repeats, kept apart
+        conn.execute("INSERT INTO runs (created_at, network, iterations, time_s, status, source) "
+                     "VALUES ('2024-01-01T00:00:00.000000+00:00', ?, 2, 0.5, 'ok', 'profile')",
+                     (network,))
+    conn.execute("INSERT INTO iterations (run_id, idx, duration_s) VALUES (3, 0, 0.25)")
+    conn.execute("COMMIT")
+    conn.close()
+    store = Store(path)
+    assert store.migrate() == (1, latest_version())
+    runs = store.runs()
+    assert runs["network"].tolist() == ["a", "a", "b"]
+    assert runs["run_uid"].str.fullmatch("[0-9a-f]{32}").all() and runs["run_uid"].is_unique
+    assert sql(path, "PRAGMA user_version") == [(latest_version(),)]
+    assert store.migrate() == (latest_version(), latest_version())
+
+
 def test_newer_store_asks_to_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite"
     Store(path).save_run(make_run())

@@ -210,10 +210,6 @@ def _open(location: Location, timeout: float) -> PgConnection:
         raise translate(exc, location, "connect", timeout) from None
 
 
-#: SQLSTATEs after which the whole transaction may simply be tried again.
-RETRY = {"40001", "40P01", "55P03", "23505"}
-
-
 def kind_of(exc: BaseException) -> str:
     """``retry``, ``unreachable``, ``denied``, ``damaged``, ``locked`` or ``other``."""
     psycopg = _driver()
