@@ -83,9 +83,9 @@ def connect(location: Location, timeout: float) -> PgConnection:
     raw = psycopg.connect(
         location.url,
         autocommit=True,
-        # libpq waits at least 2 s; the store's timeout caps how long a cell waits for a
-        # server that does not answer.
-        connect_timeout=max(2, min(math.ceil(timeout), 30)),
+        # libpq waits at least 2 s; a server silent for 10 s is unreachable for a cell about
+        # to train, whatever the lock timeout.
+        connect_timeout=max(2, min(math.ceil(timeout), 10)),
         application_name="gpuperf_magics",
     )
     return PgConnection(raw)
