@@ -1,7 +1,11 @@
 """The store's SQL schema, written once for SQLite and PostgreSQL, and its migrations.
 
 Tables are declared as data (:class:`Table`, :class:`Col`) and rendered to each dialect's DDL,
-so both backends hold the same columns by construction. Each release that changes the schema
+so both backends hold the same columns by construction. SQLAlchemy Core was the alternative;
+this small renderer was simpler to keep right here: the SQLite plumbing (``BEGIN IMMEDIATE``,
+the busy timeout, immutable opening of read-only files) stays exactly as it was, the default
+install gains no dependency, and the dialects differ in two places only (the identity column,
+the untyped ``meta.value``). Each release that changes the schema
 appends one :class:`Migration` to :data:`MIGRATIONS`; never edit a step that has been released,
 because stores in the wild have already run it.
 
