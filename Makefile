@@ -14,7 +14,7 @@ TORCH_INDEX ?=
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install --quiet -e ".[test,parquet,dev]"
+	$(PY) -m pip install --quiet -e ".[test,parquet,postgres,dev]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -5,9 +5,12 @@
     gpuperf predict [NAME] [--batch-size 32,64] [--iterations N | --epochs E [--samples N]]
                     [--gpu "A100 80GB,T4"] [--gpu-count N] [--set depth=50] [--csv]
     gpuperf evaluate [--scenario grouped] [--column C] [--threshold T] [--network NAME]
+    gpuperf migrate [URL]
+    gpuperf sync SRC DST
     gpuperf demo
 
-Every command takes ``--store PATH`` (default: ``$GPUPERF_STORE``, else the per-user store).
+Every command takes ``--store PATH_OR_URL`` (default: ``$GPUPERF_STORE``, else the per-user
+store); a ``postgresql://`` URL names a server store.
 The commands share the code of the magics: :mod:`gpuperf_magics.predict` and
 :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
 
@@ -46,8 +49,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--store", metavar="PATH", help="SQLite store (default: $GPUPERF_STORE, "
-                       "else the per-user store)")
+        p.add_argument("--store", metavar="PATH_OR_URL", help="SQLite file or postgresql:// URL "
+                       "(default: $GPUPERF_STORE, else the per-user store)")
         return p
 
     runs = command("runs", "List the runs of the store.")
@@ -85,6 +88,17 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--column", help="column for threshold / leave_one_out (e.g. batch_size)")
     ev.add_argument("--threshold", help="train on column <= threshold")
     ev.add_argument("--network", help="network to evaluate (default: the latest run's)")
+
+    mig = command("migrate", "Create or upgrade a store's schema (a server store is only ever "
+                  "upgraded this way).")
+    mig.add_argument("url", nargs="?", metavar="URL",
+                     help="postgresql:// URL or SQLite file (default: --store)")
+
+    syn = command("sync", "Copy the runs DST lacks from SRC into DST (either way between "
+                  "SQLite and PostgreSQL). Adds runs; never deletes or overwrites.")
+    syn.add_argument("src", metavar="SRC", help="store to copy from (path or URL)")
+    syn.add_argument("dst", metavar="DST", help="store to copy into (path or URL)")
+    syn.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     command("demo", "Profile a small CNN on the CPU at a few batch sizes and predict.")
     return parser
@@ -149,7 +163,7 @@ def _import(args: argparse.Namespace) -> int:
     tags, note = None, ""
     if path.is_file():  # else import_table says what is wrong with the path
         tags = {IMPORT_TAG: _fingerprint(path, mapping, args.network, args.gpu)}
-        runs = store.runs()
+        runs = store.runs(columns=["run_id", "source", "tags"])  # not every column
         marks = runs["tags"].map(lambda t: t.get(IMPORT_TAG) if isinstance(t, dict) else None)
         already = runs[marks == tags[IMPORT_TAG]]
         if len(already) and not args.again:
@@ -171,7 +185,7 @@ def _import(args: argparse.Namespace) -> int:
                              gpu=args.gpu, tags=tags)
     if note:
         print(note, file=sys.stderr)
-    print(f"imported {len(ids)} row(s) into {store.path} (run ids {ids[0]}–{ids[-1]})"
+    print(f"imported {len(ids)} row(s) into {store.path} (run ids {min(ids)}–{max(ids)})"
           if ids else "nothing to import")
     return 0
 
@@ -210,6 +224,55 @@ def _evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    from gpuperf_magics.store import Store
+
+    store = Store(args.url or args.store)
+    before, after = store.migrate()
+    if before == after:
+        print(f"{store.path}: schema version {after}, nothing to do")
+    elif before == 0:
+        print(f"{store.path}: store created (schema version {after})")
+    else:
+        print(f"{store.path}: schema upgraded from version {before} to {after}")
+    return 0
+
+
+class _Bar:
+    """A one-line progress bar on stderr, redrawn in place (only when stderr is a terminal
+    or the copy is large enough to wait for)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet or total == 0 or (total < 1000 and not sys.stderr.isatty()):
+            return
+        width = 30
+        filled = width * done // total
+        sys.stderr.write(f"\rsync [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} "
+                         "runs")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\n")
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from gpuperf_magics.store import Store
+
+    bar = _Bar(args.quiet)
+    try:
+        result = Store(args.src).sync_to(Store(args.dst), progress=bar)
+    finally:
+        bar.close()
+    print(result)
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
     from gpuperf_magics.demo import main as demo_main
 
@@ -220,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gpuperf`` command."""
     args = _parser().parse_args(argv)
     handlers = {"runs": _runs, "import": _import, "predict": _predict,
-                "evaluate": _evaluate, "demo": _demo}
+                "evaluate": _evaluate, "migrate": _migrate, "sync": _sync, "demo": _demo}
     from gpuperf_magics.store import StoreError
 
     try:

@@ -75,8 +75,9 @@ def _parse(magic: Any, line: str) -> Any:
 def _check_store(path: str | None) -> None:
     """A store that cannot take the run is a usage error, before the cell trains.
 
-    A folder, a corrupt or foreign file, a store of a newer version: one read of the file says
-    so (a missing file is fine: the first save creates it).
+    A folder, a corrupt or foreign file, a store of a newer version, a server that cannot be
+    reached or holds no store: one read says so (a missing file is fine: the first save
+    creates it).
     """
     from gpuperf_magics.store import Store
 
@@ -117,7 +118,7 @@ class GpuPerf(Magics):
     store = Unicode(
         None,
         allow_none=True,
-        help="Path of the SQLite store used when --store is not given "
+        help="SQLite file or postgresql:// URL of the store used when --store is not given "
         "(default: $GPUPERF_STORE, else a per-user data directory).",
     ).tag(config=True)
 
@@ -154,8 +155,9 @@ class GpuPerf(Magics):
     @magic_arguments()
     @argument("-n", "--name", help="Network/workload label. Default: the model's class and "
               "parameter count, e.g. ResNet-25.6M (runs of one name are learnt as one network).")
-    @argument("--store", metavar="PATH", help="SQLite store to write the run to. Default: "
-              "%%config GpuPerf.store, else $GPUPERF_STORE, else the per-user store.")
+    @argument("--store", metavar="PATH_OR_URL", help="Store to write the run to: an SQLite "
+              "file or a postgresql://user@host/db URL. Default: %%config GpuPerf.store, else "
+              "$GPUPERF_STORE, else the per-user store.")
     @argument("--warmup", type=int, metavar="K", help="Flag the first K iterations as warm-up "
               "(kept, but left out of the statistics). Default: the first iteration plus any "
               "leading iterations still much slower than the rest.")
@@ -178,7 +180,7 @@ class GpuPerf(Magics):
 
         Usage::
 
-            %%profile_training [-n NAME] [--store PATH] [--warmup K] [--tag KEY=VALUE]
+            %%profile_training [-n NAME] [--store PATH_OR_URL] [--warmup K] [--tag KEY=VALUE]
                                [--epochs E | --total-iterations N] [--sync] [--phases]
                                [-q] [-o] [-v VAR]
             <training loop>
@@ -238,7 +240,7 @@ class GpuPerf(Magics):
               help="GPUs per job (data parallel).")
     @argument("--set", action="append", metavar="FEATURE=VALUE",
               help="Value of another feature, e.g. depth=50 (repeatable).")
-    @argument("--store", metavar="PATH", help="Store to learn from (default as "
+    @argument("--store", metavar="PATH_OR_URL", help="Store to learn from (default as "
               "%%profile_training).")
     @argument("-w", "--widget", action="store_true", help="Show the what-if panel: "
               "controls for batch size, epochs, GPU and features, answered as you change them.")
@@ -253,7 +255,7 @@ class GpuPerf(Magics):
 
             %predict_time [NAME] [--batch-size 32,64,128] [--iterations N | --epochs E
                           [--samples N]] [--gpu "A100 80GB,H100"] [--gpu-count N]
-                          [--set depth=50] [--store PATH] [-w] [-q] [-o] [-v VAR]
+                          [--set depth=50] [--store PATH_OR_URL] [-w] [-q] [-o] [-v VAR]
 
         Fits a regression model on the store's completed runs (cached; refitted only when
         the store changed) and shows, per configuration, the predicted total time (h:mm:ss),

@@ -234,8 +234,12 @@ def robust_times(store: Any, runs: pd.DataFrame) -> pd.Series:
     import pandas as pd
 
     times = runs["time_s"].astype(float).copy()
-    for i in np.flatnonzero((runs["source"] == "profile").to_numpy()):
-        durations = store.iterations(int(runs["run_id"].iloc[i]))
+    profiled = np.flatnonzero((runs["source"] == "profile").to_numpy())
+    # One query for every run's iterations (not one per run).
+    every = store.iterations([int(runs["run_id"].iloc[i]) for i in profiled])
+    per_run = dict(iter(every.groupby("run_id", sort=False)))
+    for i in profiled:
+        durations = per_run.get(int(runs["run_id"].iloc[i]), every.iloc[:0])
         steady = np.sort(durations.loc[~durations["warmup"].astype(bool), "duration_s"].to_numpy())
         k = int(len(steady) * TRIM)
         if len(steady) - 2 * k < 3:

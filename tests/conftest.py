@@ -27,6 +27,8 @@ def _isolated_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test writes to its own store: nothing lands in the user's data directory."""
     path = tmp_path / "store.sqlite"
     monkeypatch.setenv("GPUPERF_STORE", str(path))
+    # Where runs a server could not take are kept: never the user's own data folder.
+    monkeypatch.setenv("GPUPERF_FALLBACK_STORE", str(tmp_path / "unsynced.sqlite"))
     return path
 
 
@@ -65,3 +67,77 @@ def _profile_mlp(store, batch_sizes, name="mlp", steps=10, samples=256):
 def profile_mlp():
     """``profile_mlp(store, batch_sizes, name=...)``: real profiled CPU runs into a store."""
     return _profile_mlp
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+# A throw-away cluster (pgcluster.py). Under CI the tests that need it fail when it cannot
+# start; elsewhere they are skipped with the reason.
+from pgcluster import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer  # noqa: E402
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The session's PostgreSQL cluster (skipped without PostgreSQL, except under CI)."""
+    try:
+        import psycopg  # noqa: F401
+
+        server = PostgresServer()
+        server.start()
+    except Exception as exc:
+        message = f"PostgreSQL test server could not start: {exc}"
+        if _in_ci():
+            pytest.fail(message + " (CI=true: the PostgreSQL tests must run)", pytrace=False)
+        pytest.skip(message)
+    server.admin(f"CREATE ROLE {PG_PASSWORD_USER} LOGIN PASSWORD '{PG_PASSWORD}'")
+    server.admin("CREATE ROLE reader LOGIN")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres_server) -> str:
+    """A new, empty database on the test server (no store in it yet); dropped afterwards."""
+    name = postgres_server.new_database()
+    yield postgres_server.url(name)
+    postgres_server.drop_database(name)
+
+
+@pytest.fixture
+def pg_store_url(pg_url) -> str:
+    """The URL of a new PostgreSQL store (``gpuperf migrate`` already run)."""
+    gm.Store(pg_url).migrate()
+    return pg_url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def backend(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def store_url(backend, tmp_path, request) -> str:
+    """The location of a new store on each backend (a file path or a server URL)."""
+    if backend == "sqlite":
+        return str(tmp_path / "runs.sqlite")
+    return request.getfixturevalue("pg_store_url")
+
+
+def raw_sql(store, query: str, *args) -> list[tuple]:
+    """Run SQL on a store's database directly (the tests' own look behind the API)."""
+    if store.kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(store.path)
+        try:
+            return conn.execute(query, args).fetchall()
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(store._location.url, autocommit=True) as conn:
+        cursor = conn.execute(query.replace("?", "%s"), args or None)
+        return [tuple(r) for r in cursor.fetchall()] if cursor.description else []

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import raw_sql
 
 from gpuperf_magics.run import IterationRecord, Run
 from gpuperf_magics.store import (
@@ -80,7 +81,14 @@ def make_run(
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Store:
+def store(store_url: str) -> Store:
+    """A new store on each backend: an SQLite file, a PostgreSQL database."""
+    return Store(store_url)
+
+
+@pytest.fixture
+def file_store(tmp_path: Path) -> Store:
+    """A new SQLite store, for what only a file has (pragmas, permissions, file damage)."""
     return Store(tmp_path / "runs.sqlite")
 
 
@@ -142,6 +150,26 @@ def test_default_store_created_on_first_write_never_in_cwd(
     store.save_run(make_run())
     assert expected.is_file()
     assert list(cwd.iterdir()) == []
+
+
+def test_new_stores_are_private(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("GPUPERF_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    old = os.umask(0o022)  # a usual umask: files 644, folders 755 unless asked otherwise
+    try:
+        store = Store()
+        store.save_run(make_run())
+        explicit = Store(tmp_path / "deep" / "er" / "runs.sqlite")
+        explicit.save_run(make_run())
+    finally:
+        os.umask(old)
+    assert (store.path.parent.stat().st_mode & 0o777) == 0o700
+    for path in (store.path, explicit.path):
+        for suffix in ("", "-wal", "-shm"):
+            file = Path(f"{path}{suffix}")
+            if file.exists():
+                assert (file.stat().st_mode & 0o777) == 0o600, file
+    assert (explicit.path.parent.stat().st_mode & 0o777) == 0o700
 
 
 def test_relative_path_is_made_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -280,10 +308,10 @@ def test_hardware_is_deduplicated(store: Store) -> None:
     store.save_run(make_run())
     store.save_run(make_run())
     other = store.save_run(make_run(hardware={**HARDWARE, "cpu_threads": 2}))
-    assert sql(store.path, "SELECT count(*) FROM hardware") == [(2,)]
-    assert sql(store.path, "SELECT count(DISTINCT hardware_id) FROM runs") == [(2,)]
+    assert raw_sql(store, "SELECT count(*) FROM hardware") == [(2,)]
+    assert raw_sql(store, "SELECT count(DISTINCT hardware_id) FROM runs") == [(2,)]
     store.delete(other)
-    assert sql(store.path, "SELECT count(*) FROM hardware") == [(1,)]
+    assert raw_sql(store, "SELECT count(*) FROM hardware") == [(1,)]
 
 
 def test_saving_twice_returns_the_same_id(store: Store, tmp_path: Path) -> None:
@@ -343,6 +371,55 @@ def test_runs_filters(store: Store) -> None:
         store.runs(since=3)
 
 
+def test_runs_reads_only_the_columns_asked(store: Store) -> None:
+    a = store.save_run(make_run("mlp", batch=16))
+    b = store.save_run(make_run("cnn", batch=32, hyper={"optimizer": "Adam"}))
+    df = store.runs(network="cnn", columns=["run_id", "batch_size", "time_s", "optimizer"])
+    assert list(df.columns) == ["run_id", "batch_size", "time_s", "optimizer"]
+    assert df["run_id"].tolist() == [b] and df["optimizer"].tolist() == ["Adam"]
+    assert df["batch_size"].dtype == "Int64" and df["time_s"].dtype == "float64"
+    # Canonical columns no run has come back empty and typed; unknown ones are refused.
+    empty = store.runs(columns=["gpu_fp32_tflops", "depth", "tags"])
+    assert empty["gpu_fp32_tflops"].isna().all() and empty["depth"].tolist() == [3.0, 3.0]
+    assert empty["tags"].tolist() == [{"experiment": "a"}] * 2
+    with pytest.raises(ValueError, match="no column 'bogus'"):
+        store.runs(columns=["network", "bogus"])
+    with pytest.raises(ValueError, match="list of column names"):
+        store.runs(columns=[])
+    assert store.runs(columns="network")["network"].tolist() == ["mlp", "cnn"]
+    assert store.runs(network="none", columns=["bogus"]).empty
+    assert store.runs(run_uid=store.runs()["run_uid"].iloc[0])["run_id"].tolist() == [a]
+
+
+def test_iterations_of_many_runs_in_one_query(store: Store) -> None:
+    ids = [store.save_run(make_run(n=3 + i, warmup=0)) for i in range(3)]
+    its = store.iterations(ids)
+    assert its["run_id"].tolist() == [ids[0]] * 3 + [ids[1]] * 4 + [ids[2]] * 5
+    assert store.iterations([]).empty
+    with pytest.raises(RunNotFoundError, match="no run with id 99"):
+        store.iterations([ids[0], 99])
+
+
+def test_prediction_reads_all_iterations_in_one_query(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gpuperf_magics as gm
+
+    for batch in (8, 16, 32, 64) * 3:
+        store.save_run(make_run(batch=batch, n=8, warmup=1))
+    calls = []
+    original = Store.iterations
+
+    def counted(self: Store, run_id: object) -> pd.DataFrame:
+        calls.append(run_id)
+        return original(self, run_id)
+
+    monkeypatch.setattr(Store, "iterations", counted)
+    prediction = gm.predict_time(store, batch_sizes=[128], iterations=100)
+    assert len(prediction.frame) >= 1
+    assert len(calls) == 1 and len(calls[0]) == 12
+
+
 def test_since_compares_times_not_text(store: Store) -> None:
     old = store.save_run(make_run(created_at="2024-01-01T00:00:00Z"))
     new = store.save_run(make_run(created_at="2024-06-01T12:00:00.5+02:00"))
@@ -359,7 +436,7 @@ def test_delete(store: Store) -> None:
     second = store.save_run(make_run())
     store.delete(first)
     assert store.runs()["run_id"].tolist() == [second]
-    assert sql(store.path, "SELECT count(*) FROM iterations WHERE run_id = ?", first) == [(0,)]
+    assert raw_sql(store, "SELECT count(*) FROM iterations WHERE run_id = ?", first) == [(0,)]
     with pytest.raises(KeyError, match=f"no run with id {first}"):
         store.delete(first)
     with pytest.raises(RunNotFoundError):
@@ -418,7 +495,8 @@ def test_revision_sees_other_processes(store: Store) -> None:
 
 
 # --------------------------------------------------------------------------- schema
-def test_new_store_schema(store: Store) -> None:
+def test_new_store_schema(file_store: Store) -> None:
+    store = file_store
     store.save_run(make_run())
     assert sql(store.path, "PRAGMA user_version") == [(latest_version(),)]
     assert sql(store.path, "PRAGMA application_id") == [(schema.APPLICATION_ID,)]
@@ -448,7 +526,7 @@ def test_older_store_is_migrated_keeping_its_data(
     run_id = Store(path).save_run(make_run())
     current = latest_version()
 
-    def add_column(conn: sqlite3.Connection) -> None:
+    def add_column(conn: sqlite3.Connection, dialect: schema.Dialect) -> None:
         conn.execute("ALTER TABLE runs ADD COLUMN energy_j REAL")
         conn.execute("UPDATE runs SET energy_j = 1.5")
 
@@ -460,6 +538,29 @@ def test_older_store_is_migrated_keeping_its_data(
     assert store.runs()["run_id"].tolist() == [run_id]
     assert sql(path, "PRAGMA user_version") == [(current + 1,)]
     assert sql(path, "SELECT energy_j FROM runs") == [(1.5,)]
+
+
+def test_a_version_1_file_gains_run_uids(tmp_path: Path) -> None:
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    schema.MIGRATIONS[0].apply(conn, schema.SQLITE)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
+    for network in ("a", "a", "b"):  # two identical rows: repeats, kept apart
+        conn.execute("INSERT INTO runs (created_at, network, iterations, time_s, status, source) "
+                     "VALUES ('2024-01-01T00:00:00.000000+00:00', ?, 2, 0.5, 'ok', 'profile')",
+                     (network,))
+    conn.execute("INSERT INTO iterations (run_id, idx, duration_s) VALUES (3, 0, 0.25)")
+    conn.execute("COMMIT")
+    conn.close()
+    store = Store(path)
+    assert store.migrate() == (1, latest_version())
+    runs = store.runs()
+    assert runs["network"].tolist() == ["a", "a", "b"]
+    assert runs["run_uid"].str.fullmatch("[0-9a-f]{32}").all() and runs["run_uid"].is_unique
+    assert sql(path, "PRAGMA user_version") == [(latest_version(),)]
+    assert store.migrate() == (latest_version(), latest_version())
 
 
 def test_newer_store_asks_to_upgrade(tmp_path: Path) -> None:
@@ -582,7 +683,8 @@ def test_store_in_read_only_folder_can_be_read(tmp_path: Path) -> None:
         folder.chmod(0o755)
 
 
-def test_lock_held_too_long_and_retry(store: Store) -> None:
+def test_lock_held_too_long_and_retry(file_store: Store) -> None:
+    store = file_store
     store.save_run(make_run())
     holder = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
     holder.execute("BEGIN IMMEDIATE")  # another process writing
@@ -600,6 +702,46 @@ def test_lock_held_too_long_and_retry(store: Store) -> None:
         if holder.in_transaction:
             holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_timeout_is_kept_through_every_way_in(file_store: Store) -> None:
+    import time
+
+    import gpuperf_magics as gm
+
+    store = file_store
+    store.save_run(make_run())
+    holder = sqlite3.connect(store.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        impatient = Store(store.path, timeout=0.5)
+        for attempt in (lambda: Store(impatient).save_run(make_run()),
+                        lambda: make_run().save(impatient)):
+            start = time.monotonic()
+            with pytest.raises(StoreError, match="stayed locked"):
+                attempt()
+            assert time.monotonic() - start < 5
+        start = time.monotonic()
+        with gm.profile_training(name="lin", store=impatient) as run:
+            _train_tiny()
+        assert time.monotonic() - start < 10
+        assert run.run_id is None and any("for 0.5 s" in n for n in run.notes)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with pytest.raises(ValueError, match="timeout"):
+        Store(store.path, timeout=float("nan"))
+
+
+def _train_tiny() -> None:
+    import torch
+
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(4):
+        opt.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
 
 
 # --------------------------------------------------------------------------- concurrency
@@ -677,7 +819,8 @@ def test_connections_are_closed(store: Store) -> None:
     assert _open_fds() <= before
 
 
-def test_store_survives_file_replacement(store: Store) -> None:
+def test_store_survives_file_replacement(file_store: Store) -> None:
+    store = file_store
     store.save_run(make_run())
     for suffix in ("", "-wal", "-shm"):
         Path(f"{store.path}{suffix}").unlink(missing_ok=True)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import re
 import sys
+from datetime import timedelta
 from pathlib import Path
 from uuid import uuid4
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -461,3 +463,104 @@ def test_valid_tables_import_exactly(tmp_path: Path, data: st.DataObject) -> Non
     assert df["time_s"].tolist() == frame["time_s"].tolist()
     assert df["batch_size"].tolist() == frame["batch_size"].tolist()
     assert df["iterations"].tolist() == frame["iterations"].tolist()
+
+
+# --------------------------------------------------------------------------- edge cases
+def test_integers_beyond_64_bits_are_named(store: Store, tmp_path: Path) -> None:
+    path = write_csv(tmp_path, HEADER + "mlp,4,10,1.0\nmlp,99999999999999999999,10,1.0\n")
+    with pytest.raises(ImportValidationError, match="64-bit") as info:
+        store.import_table(path)
+    assert "column 'batch_size'" in str(info.value) and "line 3" in str(info.value)
+    frame = pd.DataFrame({"time_s": [1.0], "batch_size": [4], "iterations": [2**64]},
+                         dtype=object)
+    with pytest.raises(ImportValidationError, match=r"column 'iterations'.*64-bit"):
+        store.import_table(frame, network="mlp")
+    assert store.revision() == 0
+
+
+def test_durations_are_read_as_seconds(store: Store) -> None:
+    frame = pd.DataFrame({"time_s": pd.to_timedelta([1.5, 0.25], unit="s"),
+                          "batch_size": [4, 8]})
+    store.import_table(frame, network="mlp")
+    assert store.runs()["time_s"].tolist() == [1.5, 0.25]
+    objects = pd.DataFrame({"time_s": [timedelta(milliseconds=20)], "batch_size": [4]})
+    store.import_table(objects, network="mlp")
+    assert store.runs()["time_s"].tolist()[-1] == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize("column", ["time_s", "batch_size", "iterations"])
+def test_booleans_are_not_numbers(store: Store, column: str) -> None:
+    frame = pd.DataFrame({"time_s": [1.0, 2.0], "batch_size": [4, 8], "iterations": [1, 1]})
+    frame[column] = [True, False]
+    with pytest.raises(ImportValidationError, match="true/false where a number") as info:
+        store.import_table(frame, network="mlp")
+    assert f"column '{column}'" in str(info.value)
+
+
+def test_a_yes_no_column_of_ones_own_is_a_feature(store: Store) -> None:
+    frame = pd.DataFrame({"time_s": [1.0, 2.0], "batch_size": [4, 8],
+                          "pretrained": [True, False]})
+    store.import_table(frame, network="mlp")
+    assert store.runs()["pretrained"].tolist() == [1.0, 0.0]
+
+
+@pytest.mark.parametrize(("column", "value", "what"), [
+    ("gpu_fp32_tflops", -19.5, "not a positive number"),
+    ("gpu_bandwidth_gbs", 0, "not a positive number"),
+    ("arch_params", -5, "not a number >= 0"),
+    ("lr", -0.1, "not a number >= 0"),
+    ("it_median_s", -1.0, "not a number >= 0"),
+])
+def test_negative_figures_are_refused(store: Store, column: str, value: float,
+                                      what: str) -> None:
+    frame = pd.DataFrame({"time_s": [1.0], "batch_size": [4], "gpu_fp32_tflops": [19.5],
+                          "gpu_bandwidth_gbs": [1555.0]})
+    frame[column] = [value]
+    with pytest.raises(ImportValidationError, match=what) as info:
+        store.import_table(frame, network="mlp", gpu="Lab GPU")
+    assert f"column '{column}'" in str(info.value)
+
+
+def test_a_time_below_a_nanosecond_is_refused(store: Store, tmp_path: Path) -> None:
+    frame = pd.DataFrame({"time_s": [5e-324], "batch_size": [4]})
+    with pytest.raises(ImportValidationError, match="below 1e-09 s"):
+        store.import_table(frame, network="mlp")
+    store.import_table(frame.assign(time_s=1e-6), network="mlp")
+    path = store.export(tmp_path / "tiny.csv")
+    again = Store(tmp_path / "again.sqlite")
+    assert len(again.import_table(path)) == 1  # every export can be imported again
+    assert np.isfinite(again.runs()["samples_per_s"]).all()
+
+
+def test_csv_export_cannot_run_as_a_spreadsheet_formula(store: Store, tmp_path: Path) -> None:
+    texts = ["=HYPERLINK(\"http://x\")", "+1+2", "-cmd", "@SUM(A1)", "'=already", "plain",
+             "'quoted"]
+    frame = pd.DataFrame({"time_s": [1.0] * len(texts), "batch_size": [4] * len(texts),
+                          "optimizer": texts, "offset": [-1.5] * len(texts)})
+    store.import_table(frame, network="=evil()")
+    path = store.export(tmp_path / "runs.csv")
+    raw = pd.read_csv(path, dtype=str)
+    assert raw["network"].iloc[0] == "'=evil()"
+    assert raw["optimizer"].tolist() == ["'=HYPERLINK(\"http://x\")", "'+1+2", "'-cmd", "'@SUM(A1)",
+                                    "''=already", "plain", "'quoted"]
+    assert raw["offset"].iloc[0] == "-1.5"  # numbers are left as numbers
+    again = Store(tmp_path / "again.sqlite")
+    again.import_table(path)
+    back = again.runs()
+    assert back["network"].iloc[0] == "=evil()"
+    assert back["optimizer"].tolist() == texts
+    assert back["offset"].tolist() == [-1.5] * len(texts)
+
+
+def test_export_then_import_keeps_the_run_uid(store: Store, tmp_path: Path) -> None:
+    store.save_run(make_run())
+    path = store.export(tmp_path / "runs.csv")
+    uid = store.runs()["run_uid"].iloc[0]
+    again = Store(tmp_path / "again.sqlite")
+    assert again.import_table(path) == [1]
+    assert again.runs()["run_uid"].tolist() == [uid]
+    assert again.import_table(path) == [1]  # the same run, recognised: not imported twice
+    assert len(again.runs()) == 1
+    bad = pd.read_csv(path).assign(run_uid="not-a-uid")
+    with pytest.raises(ImportValidationError, match="not a run uid"):
+        again.import_table(bad)

@@ -3,6 +3,10 @@
 One row per measured configuration, the same whether it came from a profiled cell or an
 import. ``Store.runs()`` returns these columns in this order (plus any further keys found in
 the stored runs), and the importer validates against the same kinds.
+
+This is the registry of the canonical columns: a new key of a run group (say ``world_size``
+for data-parallel runs) is one line in the group's dict below (``"world_size": "int"`` in
+``_HYPER``); it is stored in the group's JSON column, so the SQL schema does not change.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ FIRST_COLUMNS = (
 REST_COLUMNS = (
     "source", "created_at", "device", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
     "samples_per_s", "warmup_iterations", "recorded_iterations", "error",
+    "run_uid", "recorded_host", "recorded_user",
 )
 BASE_COLUMNS = FIRST_COLUMNS + REST_COLUMNS
 
@@ -86,6 +91,8 @@ _BASE = {
     "created_at": "str", "device": "str", "it_median_s": "float", "it_p90_s": "float",
     "it_mean_s": "float", "it_std_s": "float", "samples_per_s": "float",
     "warmup_iterations": "int", "recorded_iterations": "int", "error": "str",
+    # The run's id in every store (a hash of its content), and who recorded it where.
+    "run_uid": "str", "recorded_host": "str", "recorded_user": "str",
 }
 
 HARDWARE_COLUMNS = tuple(_GPU) + tuple(_CPU) + tuple(_SW)

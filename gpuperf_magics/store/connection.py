@@ -6,16 +6,44 @@ works the same from several threads, after ``fork`` and from several processes a
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
 from gpuperf_magics.store import schema
 from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError, StoreVersionError
 
-__all__ = ["ensure_schema", "is_busy", "is_read_only", "open_connection", "translate"]
+__all__ = [
+    "SqliteConnection",
+    "create_private",
+    "ensure_schema",
+    "is_busy",
+    "is_read_only",
+    "open_connection",
+    "translate",
+]
 
 
-def open_connection(path: Path, timeout: float, *, immutable: bool = False) -> sqlite3.Connection:
+class SqliteConnection(sqlite3.Connection):
+    """An ``sqlite3`` connection that says which dialect it speaks (as the PostgreSQL one)."""
+
+    dialect = schema.SQLITE
+
+
+def create_private(path: Path) -> None:
+    """Create the store file readable by its owner only, unless it exists.
+
+    SQLite gives its ``-wal`` and ``-shm`` files the permissions of the database file, so the
+    whole store stays private. A zero-byte file is an empty store (migrated on open).
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def open_connection(path: Path, timeout: float, *, immutable: bool = False) -> SqliteConnection:
     """A connection in autocommit mode: transactions are opened explicitly.
 
     Parameters
@@ -34,7 +62,8 @@ def open_connection(path: Path, timeout: float, *, immutable: bool = False) -> s
     # isolation_level=None: the sqlite3 module then issues no implicit BEGIN, so BEGIN IMMEDIATE
     # (take the write lock up front, no deadlock between two readers upgrading) is ours to send.
     conn = sqlite3.connect(
-        target, timeout=max(timeout, 0.0), isolation_level=None, uri=immutable
+        target, timeout=max(timeout, 0.0), isolation_level=None, uri=immutable,
+        factory=SqliteConnection,
     )
     try:
         conn.execute("PRAGMA foreign_keys = ON")
@@ -52,16 +81,30 @@ def is_busy(exc: sqlite3.Error) -> bool:
     )
 
 
-def _inspect(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    """(application_id, user_version, number of tables) read in one consistent snapshot."""
+def _inspect(conn: sqlite3.Connection) -> tuple[int, int, set[str]]:
+    """(application_id, user_version, table names) read in one consistent snapshot."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-    return int(app_id), int(version), int(tables)
+    tables = {name for (name,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    return int(app_id), int(version), tables
 
 
-def _check(path: Path, app_id: int, version: int, tables: int) -> None:
+def _damaged(path: Path, what: str) -> StoreError:
+    return StoreError(
+        f"the store {path} is damaged: {what}. Nothing was changed. Restore it from a backup "
+        f"or a synced copy (gpuperf sync), or move it aside (rename it to {path.name}.broken) "
+        f"and a new store will be created there; or {ANOTHER_STORE}.",
+        path=str(path),
+    )
+
+
+def _check(path: Path, app_id: int, version: int, tables: set[str],
+           revision: bool | None = None) -> None:
     latest = schema.latest_version()
+    if app_id == schema.APPLICATION_ID and version == 0 and tables:
+        raise _damaged(path, "its schema version was reset to 0 although it holds tables "
+                       f"({', '.join(sorted(tables))})")
     if app_id not in (0, schema.APPLICATION_ID) or (app_id == 0 and tables and version == 0):
         raise StoreError(
             f"{path} is an SQLite database of another program, not a gpuperf_magics store; "
@@ -75,6 +118,13 @@ def _check(path: Path, app_id: int, version: int, tables: int) -> None:
             f"pip install -U gpuperf-magics (or {ANOTHER_STORE}).",
             path=str(path),
         )
+    if version:
+        missing = [t for t in schema.REQUIRED_TABLES if t not in tables]
+        if missing:
+            raise _damaged(path, f"table{'s' if len(missing) > 1 else ''} "
+                           f"{', '.join(missing)} {'are' if len(missing) > 1 else 'is'} missing")
+        if revision is False:
+            raise _damaged(path, "the revision row of its meta table is missing")
 
 
 def is_read_only(exc: sqlite3.Error) -> bool:
@@ -93,10 +143,14 @@ def ensure_schema(conn: sqlite3.Connection, path: Path, *, read_only: bool = Fal
     conn.execute("BEGIN")
     try:
         app_id, version, tables = _inspect(conn)
+        revision = None
+        if "meta" in tables:
+            revision = conn.execute(
+                "SELECT 1 FROM meta WHERE key = 'revision'").fetchone() is not None
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-    _check(path, app_id, version, tables)
+    _check(path, app_id, version, tables, revision)
     if read_only:
         if version < schema.latest_version():
             raise StoreError(
@@ -111,7 +165,7 @@ def ensure_schema(conn: sqlite3.Connection, path: Path, *, read_only: bool = Fal
         try:
             app_id, version, tables = _inspect(conn)
             _check(path, app_id, version, tables)
-            schema.migrate(conn, version)
+            schema.migrate(conn, version, schema.SQLITE)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -164,6 +218,8 @@ def translate(exc: BaseException, path: Path, action: str, timeout: float) -> St
             f"Move the file aside (e.g. rename it to {path.name}.broken) and a new store will be "
             f"created there, or {ANOTHER_STORE}."
         )
+    elif "no such table" in text or "no such column" in text:
+        return _damaged(path, f"{detail} (while trying to {action})")
     elif "full" in text:
         message = (
             f"could not {action}: no space left for the store {path} ({detail}). Free disk "

@@ -1,4 +1,4 @@
-"""Exceptions of the store: every failure of the SQLite file becomes a :class:`StoreError`."""
+"""Exceptions of the store: any failure of the SQLite file or the server is a StoreError."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ __all__ = [
 
 #: How to point the package at another store; appended to messages that ask for one.
 ANOTHER_STORE = (
-    "use another store: Store(PATH), --store PATH, %config GpuPerf.store = PATH, "
-    "or the GPUPERF_STORE environment variable"
+    "use another store: Store(PATH_OR_URL), --store PATH_OR_URL, %config GpuPerf.store = "
+    "PATH_OR_URL, or the GPUPERF_STORE environment variable"
 )
 
 
@@ -32,8 +32,13 @@ class StoreError(RuntimeError):
     run : Run or None
         The run that could not be saved (``save_run``), so a caller can keep it in memory.
     cause : Exception or None
-        The underlying ``sqlite3``/``OSError`` exception, kept for debugging; it is not
-        chained so that notebooks show one clear line instead of a sqlite3 traceback.
+        The underlying ``sqlite3``/``psycopg``/``OSError`` exception, kept for debugging; it
+        is not chained so that notebooks show one clear line instead of a driver traceback.
+    kind : str
+        For a server store: ``unreachable``, ``denied`` (a read-only role), ``locked``,
+        ``damaged``, ``retry`` or ``other``; empty otherwise.
+    fallback : str or None
+        Where ``save_run`` kept a copy of the run when the server went away.
     """
 
     def __init__(
@@ -48,6 +53,8 @@ class StoreError(RuntimeError):
         self.path = path
         self.run = run
         self.cause = cause
+        self.kind = ""
+        self.fallback: str | None = None
 
 
 class StoreVersionError(StoreError):

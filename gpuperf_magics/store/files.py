@@ -9,7 +9,14 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["file_format", "read_header", "read_table", "write_table"]
+__all__ = [
+    "escape_formula",
+    "file_format",
+    "read_header",
+    "read_table",
+    "unescape_formula",
+    "write_table",
+]
 
 _CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".csv.zst")
 _TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
@@ -73,9 +80,47 @@ def read_table(path: Path, text_columns: Collection[str] = ()) -> pd.DataFrame:
     if fmt == "parquet":
         _require_pyarrow("reading")
         return pd.read_parquet(path)
-    return pd.read_csv(
+    frame = pd.read_csv(
         path, sep="\t" if fmt == "tsv" else ",", dtype={c: str for c in text_columns}
     )
+    for name in frame.columns:
+        if frame[name].dtype == object or pd.api.types.is_string_dtype(frame[name]):
+            frame[name] = frame[name].map(unescape_formula)
+    return frame
+
+
+#: First characters that make a spreadsheet run a cell as a formula (OWASP's list).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _needs_escape(text: str) -> bool:
+    if text.startswith(_FORMULA_START):
+        return not _is_number(text)  # "-1.5" is a number, shown as one
+    # Text that already starts with the escape is escaped again, so that unescaping gives
+    # back exactly what was written.
+    return text.startswith("'") and _needs_escape(text[1:])
+
+
+def escape_formula(value: Any) -> Any:
+    """A text cell a spreadsheet would run as a formula, made inert with a leading ``'``."""
+    if isinstance(value, str) and _needs_escape(value):
+        return "'" + value
+    return value
+
+
+def unescape_formula(value: Any) -> Any:
+    """Undo :func:`escape_formula` (other text, numbers and empty cells unchanged)."""
+    if isinstance(value, str) and value.startswith("'") and _needs_escape(value[1:]):
+        return value[1:]
+    return value
 
 
 def _missing(value: Any) -> bool:
@@ -115,5 +160,8 @@ def write_table(frame: pd.DataFrame, path: Path) -> Path:
     if fmt == "parquet":
         portable.to_parquet(path, index=False)
     else:
+        for name in portable.columns:
+            if portable[name].dtype == object or pd.api.types.is_string_dtype(portable[name]):
+                portable[name] = portable[name].map(escape_formula)
         portable.to_csv(path, sep="\t" if fmt == "tsv" else ",", index=False)
     return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,15 @@ __all__ = ["RowLocator", "prepare_records", "source_name", "text_columns"]
 #: Columns a table must have after the mapping (``network`` may come from the argument).
 REQUIRED = ("time_s", "batch_size")
 _MAX_ROWS_SHOWN = 8
+#: Shortest time a row may give (seconds).
+MIN_SECONDS = 1e-9
+_UID = re.compile(r"[0-9a-f]{32}")
+#: Figures that must be > 0 when given (the predictor divides by them).
+POSITIVE = frozenset({
+    "gpu_fp32_tflops", "gpu_tf32_tflops", "gpu_fp16_tflops", "gpu_bandwidth_gbs",
+    "gpu_memory_gb", "gpu_clock_mhz", "gpu_mem_clock_mhz", "gpu_sm_count", "gpu_cuda_cores",
+    "gpu_mem_bus_bits", "cpu_physical_cores", "cpu_logical_cores", "cpu_mhz",
+})
 #: Hardware figures that let a row name a GPU the catalog lacks (what predictions need).
 _GPU_FIGURES = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
 
@@ -105,6 +115,35 @@ def _plain(value: Any) -> Any:
     return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
 
 
+_INT64 = 2**63
+
+
+def _number(value: Any) -> float | None:
+    """A cell as a float, or None when it is not a number."""
+    if isinstance(value, (int, float)):
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float: still a number, too large
+            return math.inf
+    elif isinstance(value, str) and "_" not in value:  # float() would read "1_000"
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return None if math.isnan(number) else number
+
+
+def _seconds(column: pd.Series) -> pd.Series:
+    """A duration column (Timedelta, datetime.timedelta) in seconds; others unchanged."""
+    if ptypes.is_timedelta64_dtype(column):
+        return column.dt.total_seconds()
+    if column.dtype == object and any(hasattr(v, "total_seconds") for v in column.tolist()):
+        return column.map(lambda v: v.total_seconds() if hasattr(v, "total_seconds") else v)
+    return column
+
+
 def _blank_to_missing(column: pd.Series) -> pd.Series:
     if ptypes.is_numeric_dtype(column) or ptypes.is_bool_dtype(column):
         return column
@@ -134,37 +173,50 @@ class _Table:
     def values(self, name: str) -> list[Any]:
         return [_plain(v) for v in self.frame[name].tolist()]
 
-    def numbers(self, name: str, *, integer: bool = False) -> list[float | None]:
-        """Floats (None where empty); text, infinities and fractions (if integer) reported."""
-        column = self.frame[name]
-        if ptypes.is_bool_dtype(column):
-            column = pd.Series([None if _is_missing(v) else float(v) for v in column.tolist()],
-                               dtype="float64", index=column.index)
-        numeric = pd.to_numeric(column, errors="coerce")
+    def numbers(self, name: str, *, integer: bool = False,
+                canonical: bool = True) -> list[float | None]:
+        """Floats (None where empty); text, true/false, infinities, fractions (if integer) and
+        integers beyond 64 bits reported. Durations (Timedelta) are read as seconds."""
+        column = _seconds(self.frame[name])
+        raws = column.tolist()
+        if ptypes.is_bool_dtype(column) and not canonical:
+            # A yes/no column of the user's own (pretrained, augmented) is a 0/1 feature.
+            raws = [None if _is_missing(v) else float(v) for v in raws]
         out: list[float | None] = []
-        text, infinite, fraction = [], [], []
-        for pos, (raw, num) in enumerate(zip(column.tolist(), numeric.tolist(), strict=True)):
+        text, flags, infinite, fraction, huge = [], [], [], [], []
+        for pos, raw in enumerate(raws):
+            raw = _plain(raw)
             if _is_missing(raw):
                 out.append(None)
-            elif _is_missing(num):
-                text.append(pos)
+                continue
+            if isinstance(raw, bool):
+                # True is not 1 second nor a batch of 1.
+                flags.append(pos)
                 out.append(None)
+                continue
+            num = _number(raw)
+            if num is None:
+                text.append(pos)
+            elif integer and isinstance(raw, int) and not -_INT64 <= raw < _INT64:
+                huge.append(pos)
             elif math.isinf(num):
                 infinite.append(pos)
-                out.append(None)
             elif integer and num != round(num):
                 fraction.append(pos)
-                out.append(None)
+            elif integer and not -_INT64 <= num < _INT64:
+                huge.append(pos)
             else:
                 out.append(float(num))
-        raws = column.tolist()
-        if text:
-            self.problems.add(self.label(name), "text where a number is expected", text,
-                              raws[text[0]])
-        if infinite:
-            self.problems.add(self.label(name), "not a finite number", infinite, raws[infinite[0]])
-        if fraction:
-            self.problems.add(self.label(name), "not a whole number", fraction, raws[fraction[0]])
+                continue
+            out.append(None)
+        shown = self.frame[name].tolist()
+        for positions, what in ((text, "text where a number is expected"),
+                                (flags, "true/false where a number is expected"),
+                                (infinite, "not a finite number"),
+                                (fraction, "not a whole number"),
+                                (huge, "beyond the range of a 64-bit integer")):
+            if positions:
+                self.problems.add(self.label(name), what, positions, shown[positions[0]])
         return out
 
     def require(self, name: str) -> None:
@@ -213,11 +265,11 @@ class _Table:
         if kind == "str":
             return self.texts(name)
         if self.is_numeric(name):
-            return self.numbers(name)
+            return self.numbers(name, canonical=False)
         return self.texts(name)
 
     def is_numeric(self, name: str) -> bool:
-        column = self.frame[name]
+        column = _seconds(self.frame[name])
         if ptypes.is_numeric_dtype(column) or ptypes.is_bool_dtype(column):
             return True
         present = column.dropna()
@@ -340,6 +392,9 @@ def prepare_records(
         table.require("time_s")
         table.check("time_s", time_s, lambda v, p: v > 0 if ok_row(p) else v >= 0,
                     "not a positive number of seconds")
+        # Below a nanosecond is no measured time (and makes the throughput infinite).
+        table.check("time_s", time_s, lambda v, p: v <= 0 or v >= MIN_SECONDS,
+                    f"below {MIN_SECONDS:g} s, not a measured time")
     batch = column("batch_size")
     if table.has("batch_size"):
         table.check("batch_size", batch, lambda v, _: v >= 1, "not a positive whole number")
@@ -380,11 +435,18 @@ def prepare_records(
     flat = {
         name: column(name)
         for name in ("device", "error", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
-                     "samples_per_s", "warmup_iterations", "recorded_iterations")
+                     "samples_per_s", "warmup_iterations", "recorded_iterations", "run_uid",
+                     "recorded_host", "recorded_user")
     }
     for name in ("warmup_iterations", "recorded_iterations"):
         if table.has(name):
             table.check(name, flat[name], lambda v, _: v >= 0, "not a count (>= 0)")
+    for name in ("it_median_s", "it_p90_s", "it_mean_s", "it_std_s", "samples_per_s"):
+        if table.has(name):
+            table.check(name, flat[name], lambda v, _: v >= 0, "not a number >= 0")
+    if table.has("run_uid"):
+        table.check("run_uid", flat["run_uid"], lambda v, _: bool(_UID.fullmatch(v)),
+                    "not a run uid (32 hexadecimal digits, as Store.export writes)")
 
     nested: dict[str, dict[str, list[Any]]] = {
         "hardware": {}, "arch": {}, "hyper": {}, "quality": {}, "features": {}, "tags": {},
@@ -399,22 +461,25 @@ def prepare_records(
         elif group == "other":
             if mapped[name].isna().all():
                 continue  # an empty column says nothing
-            kind = "float" if table.is_numeric(name) else "str"
-            nested["features" if kind == "float" else "tags"][name] = table.typed(name, kind)
+            guess = "float" if table.is_numeric(name) else "str"
+            values = (table.numbers(name, canonical=False) if guess == "float"
+                      else table.texts(name))
+            nested["features" if guess == "float" else "tags"][name] = values
         else:
-            nested[group][name] = table.typed(name, KINDS.get(name))
+            kind = KINDS.get(name)
+            values = table.typed(name, kind)
+            if kind in ("int", "float"):
+                # Counts, sizes, rates and spec-sheet figures are never negative; a GPU's
+                # peak or bandwidth of 0 would divide predictions by zero.
+                if name in POSITIVE:
+                    table.check(name, values, lambda v, _: v > 0, "not a positive number")
+                else:
+                    table.check(name, values, lambda v, _: v >= 0, "not a number >= 0")
+            nested[group][name] = values
 
     _check_gpus(table, gpus, nested["hardware"])
 
-    if problems.lines:
-        count = len(problems.lines)
-        message = (
-            f"cannot import {what}: {count} problem{'s' if count > 1 else ''}; nothing was "
-            "written.\n  - " + "\n  - ".join(problems.lines)
-            + "\nFix the table or the mapping (mapping={'<column>': '<canonical name>'}) and "
-            f"import again. {locator.note}"
-        )
-        raise ImportValidationError(message, list(problems.lines))
+    _raise_problems(problems, what, locator)
 
     records = []
     for pos in range(n):
@@ -434,13 +499,31 @@ def prepare_records(
             if record[name] is not None:
                 record[name] = int(record[name])
         _derive(record)
+        for name in ("it_mean_s", "samples_per_s"):
+            value = record[name]
+            if value is not None and not math.isfinite(value):
+                problems.add(table.label("time_s"), f"gives an infinite {name}", [pos])
         for group, columns in nested.items():
             record[group] = {k: v[pos] for k, v in columns.items() if v[pos] is not None}
         extra = {str(k): str(v) for k, v in (tags or {}).items()}
         record["tags"] = {**json_tags[pos], **record["tags"], **extra}
         record["notes"] = []
         records.append(record)
+    _raise_problems(problems, what, locator)
     return records
+
+
+def _raise_problems(problems: _Problems, what: str, locator: RowLocator) -> None:
+    if not problems.lines:
+        return
+    count = len(problems.lines)
+    message = (
+        f"cannot import {what}: {count} problem{'s' if count > 1 else ''}; nothing was "
+        "written.\n  - " + "\n  - ".join(problems.lines)
+        + "\nFix the table or the mapping (mapping={'<column>': '<canonical name>'}) and "
+        f"import again. {locator.note}"
+    )
+    raise ImportValidationError(message, list(problems.lines))
 
 
 def _check_gpus(table: _Table, gpus: list[Any], hardware: Mapping[str, list[Any]]) -> None:

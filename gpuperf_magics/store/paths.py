@@ -11,11 +11,21 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["APP_NAME", "ENV_VAR", "STORE_FILENAME", "default_store_path", "user_data_dir"]
+__all__ = [
+    "APP_NAME",
+    "ENV_VAR",
+    "FALLBACK_ENV_VAR",
+    "STORE_FILENAME",
+    "default_store_path",
+    "fallback_store_path",
+    "user_data_dir",
+]
 
 APP_NAME = "gpuperf_magics"
 ENV_VAR = "GPUPERF_STORE"
+FALLBACK_ENV_VAR = "GPUPERF_FALLBACK_STORE"
 STORE_FILENAME = "runs.sqlite"
+FALLBACK_FILENAME = "unsynced.sqlite"
 
 
 def user_data_dir(
@@ -62,12 +72,12 @@ def default_store_path(
     platform: str | None = None,
     environ: Mapping[str, str] | None = None,
     home: Path | None = None,
-) -> Path:
-    """The store file used when none is given.
+) -> Path | str:
+    """The store used when none is given.
 
-    ``$GPUPERF_STORE`` when set and not empty (``~`` expanded), else
-    ``user_data_dir() / "runs.sqlite"``. Nothing is created: the folder and the file appear
-    on the first write.
+    ``$GPUPERF_STORE`` when set and not empty (``~`` expanded; a ``postgresql://`` URL is
+    returned as text), else ``user_data_dir() / "runs.sqlite"``. Nothing is created: the
+    folder (readable by its owner only) and the file appear on the first write.
 
     Parameters
     ----------
@@ -76,11 +86,27 @@ def default_store_path(
 
     Returns
     -------
-    Path
-        An absolute path, unless ``GPUPERF_STORE`` holds a relative one.
+    Path or str
+        An absolute path, unless ``GPUPERF_STORE`` holds a relative one or a URL.
     """
+    from gpuperf_magics.store.location import is_url
+
     environ = os.environ if environ is None else environ
     explicit = environ.get(ENV_VAR, "").strip()
     if explicit:
-        return Path(explicit).expanduser()
+        # A URL must not go through Path, which folds "//" into "/".
+        return explicit if is_url(explicit) else Path(explicit).expanduser()
     return user_data_dir(platform=platform, environ=environ, home=home) / STORE_FILENAME
+
+
+def fallback_store_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The local SQLite file that keeps runs a server store could not take.
+
+    ``$GPUPERF_FALLBACK_STORE``, else ``unsynced.sqlite`` in the per-user data folder; push
+    its runs later with ``gpuperf sync FILE URL``.
+    """
+    environ = os.environ if environ is None else environ
+    explicit = environ.get(FALLBACK_ENV_VAR, "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    return user_data_dir(environ=environ) / FALLBACK_FILENAME

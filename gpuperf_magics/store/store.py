@@ -1,25 +1,19 @@
-"""The :class:`Store`: profiled and imported runs in one SQLite file."""
+"""The :class:`Store`: profiled and imported runs in an SQLite file or on a PostgreSQL server."""
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import operator
 import os
-import random
 import sqlite3
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gpuperf_magics.store.connection import (
-    ensure_schema,
-    is_busy,
-    is_read_only,
-    open_connection,
-    translate,
-)
+from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
+from gpuperf_magics.store.columns import KINDS, group_of
+from gpuperf_magics.store.connection import translate
 from gpuperf_magics.store.encoding import (
     format_timestamp,
     from_json,
@@ -29,24 +23,40 @@ from gpuperf_magics.store.encoding import (
     to_json,
 )
 from gpuperf_magics.store.errors import ANOTHER_STORE, RunNotFoundError, StoreError
-from gpuperf_magics.store.paths import STORE_FILENAME, default_store_path
+from gpuperf_magics.store.location import Location, parse_location
+from gpuperf_magics.store.paths import (
+    default_store_path,
+    fallback_store_path,
+)
 from gpuperf_magics.store.records import (
-    INSERT_ITERATION,
+    ITERATION_FIELDS,
+    RUN_SELECT,
     SELECT_ITERATIONS,
-    SELECT_RUNS,
     bump_revision,
-    insert_run,
+    insert_runs,
     parse_run,
+    select_runs,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from gpuperf_magics.run import Run
+    from gpuperf_magics.store.sync import SyncResult
 
 __all__ = ["Store"]
 
 T = TypeVar("T")
+
+#: Columns of ``runs()`` read straight from the runs table (filtered in SQL).
+_FLAT = frozenset(n for n in RUN_SELECT if n not in (
+    "hardware_id", "arch", "hyper", "quality", "tags", "features", "notes"))
+_GROUP_COLUMNS = {"hardware": "hardware", "arch": "arch", "hyper": "hyper",
+                  "quality": "quality", "tags": "tags"}
+#: Masked display -> full URL of the server stores opened in this process, so that a run's
+#: ``store_path`` (masked) still finds its store for ``run.save()``; memory only.
+_OPENED: dict[str, str] = {}
+
 
 def _as_list(name: str, value: Any) -> list[Any]:
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
@@ -80,31 +90,43 @@ def _run_ids(run_id: Any) -> list[int]:
                         f"{run_id!r}") from None
 
 
+def _chunks(values: Sequence[T], size: int) -> Iterable[Sequence[T]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
 class Store:
-    """Profiled and imported training runs in one SQLite file.
+    """Profiled and imported training runs, in an SQLite file or on a PostgreSQL server.
 
     Parameters
     ----------
-    path : str or os.PathLike, optional
-        The store file (another ``Store`` works too: it is path-like). Default:
-        :func:`~gpuperf_magics.store.default_store_path` (``$GPUPERF_STORE``, else
-        ``runs.sqlite`` in the per-user data folder). The file and
-        its folder are created on the first write; reading a store that does not exist yet
-        gives empty results and creates nothing.
+    path : str, os.PathLike or Store, optional
+        The store file, ``sqlite:///path``, or a server URL
+        ``postgresql://user@host:5432/dbname?sslmode=require`` (needs
+        ``pip install 'gpuperf-magics[postgres]'``; the password from ``~/.pgpass``,
+        ``PGPASSWORD`` or ``PGSERVICE`` rather than the URL). Another ``Store`` works too.
+        Default: :func:`~gpuperf_magics.store.default_store_path` (``$GPUPERF_STORE``, else
+        ``runs.sqlite`` in the per-user data folder). A file and its folder are created on
+        the first write (readable by their owner only); reading a file that does not exist
+        yet gives empty results and creates nothing.
     timeout : float, default 30
-        Seconds to wait for another process's write lock before :class:`StoreError`.
+        Seconds to wait for another writer's lock (and at most for a server to answer)
+        before :class:`StoreError`. ``Store(other_store)`` keeps ``other_store``'s timeout.
 
     Attributes
     ----------
-    path : Path
-        Absolute path of the file.
+    path : Path or str
+        Absolute path of the file; for a server store, its URL with the password masked.
+    kind : str
+        ``"sqlite"`` or ``"postgresql"``.
 
     Notes
     -----
     Every method opens its own connection and closes it, so one ``Store`` can be shared by
-    threads and survives ``fork``; several notebooks and scripts may write one file at once
-    (WAL journal, ``BEGIN IMMEDIATE`` transactions, retries while the file is locked). Any
-    failure of the file itself raises :class:`StoreError` with the path and what to do.
+    threads and survives ``fork``; several notebooks, scripts and machines may write one store
+    at once (SQLite: WAL journal, ``BEGIN IMMEDIATE`` transactions, retries while the file is
+    locked; PostgreSQL: transactions, retried on conflicts). Any failure of the store itself
+    raises :class:`StoreError` with the store and what to do, passwords masked.
 
     Examples
     --------
@@ -114,113 +136,74 @@ class Store:
     >>> X, y = df.drop(columns="time_s"), df["time_s"]   # doctest: +SKIP
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0):
-        raw = default_store_path() if path is None else path
-        text = os.fspath(raw)
-        if text in ("", ":memory:") or text.startswith("file:"):
-            raise ValueError(
-                f"Store needs a file path, not {text!r}: the store is shared between "
-                "processes, so it cannot live in memory; use e.g. tmp_path / 'runs.sqlite'"
-            )
-        # Absolute now, so that a notebook's %cd does not move the store.
-        self.path = Path(os.path.abspath(os.path.expanduser(text)))
-        self.timeout = float(timeout)
-        self._ready = False
+    def __init__(self, path: str | os.PathLike[str] | Store | None = None, *,
+                 timeout: float | None = None):
+        if isinstance(path, Store):
+            location = path._location
+            # Store(store) is how the API takes "a path or a Store": it keeps the timeout the
+            # caller chose (it used to fall back to 30 s, so Store(p, timeout=2) waited 30).
+            timeout = float(path.timeout) if timeout is None else timeout
+        else:
+            raw = default_store_path() if path is None else path
+            if not isinstance(raw, (str, os.PathLike)):
+                raise TypeError(f"Store takes a path or a postgresql:// URL, not "
+                                f"{type(raw).__name__}")
+            text = os.fspath(raw)
+            location = parse_location(_OPENED.get(text, text))
+        self._location: Location = location
+        self.kind = location.kind
+        self.path: Path | str = location.path if location.path is not None else location.display
+        if location.kind == "postgresql":
+            _OPENED[location.display] = location.url
+        self.timeout: float = 30.0 if timeout is None else float(timeout)
+        if not self.timeout >= 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
+        self._backend: SqliteBackend | PostgresBackend = (
+            SqliteBackend(location.path) if location.path is not None
+            else PostgresBackend(location))
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
 
     def __fspath__(self) -> str:
-        # A Store is path-like, so code that takes "a path or a Store" can call Store(x).
-        return str(self.path)
+        # A file Store is path-like, so code that takes "a path or a Store" can call Store(x).
+        if self._location.path is None:
+            raise TypeError(f"the server store {self.path} has no file path")
+        return str(self._location.path)
+
+    @property
+    def _shown(self) -> str:
+        return self._location.display
 
     # ------------------------------------------------------------------ plumbing
     def _execute(
         self,
-        work: Callable[[sqlite3.Connection], T],
+        work: Callable[[Any], T],
         *,
         write: bool,
         action: str,
         missing: Callable[[], T] | None = None,
         snapshot: bool = True,
     ) -> T:
-        """Run ``work(conn)`` in one transaction, retrying while another process holds a lock.
+        """Run ``work(conn)`` in one transaction, retrying while another writer holds a lock.
 
         ``missing`` gives the result of a read when the file does not exist yet (nothing is
-        created then); ``snapshot`` wraps a read in BEGIN/COMMIT (several statements).
+        created then); ``snapshot`` wraps a read in one transaction (several statements).
         """
-        if self.path.is_dir():
-            raise StoreError(
-                f"could not {action}: {self.path} is a folder, not a store file. Give a file "
-                f"path such as {self.path / STORE_FILENAME}, or {ANOTHER_STORE}.",
-                path=str(self.path),
-            )
-        if not write and missing is not None and not self.path.exists():
-            return missing()
-        deadline = time.monotonic() + self.timeout
-        delay = 0.005
-        schema_retry = True
-        immutable = False
-        while True:
-            try:
-                return self._attempt(
-                    work, write=write, snapshot=snapshot, deadline=deadline, immutable=immutable
-                )
-            except sqlite3.OperationalError as exc:
-                if not write and not immutable and is_read_only(exc):
-                    # A store on a read-only share or folder: read it as an immutable file.
-                    immutable = True
-                    continue
-                if is_busy(exc) and time.monotonic() < deadline:
-                    # Jitter, so that processes that collided do not collide again.
-                    pause = min(delay, max(deadline - time.monotonic(), 0.0))
-                    time.sleep(pause * random.uniform(0.5, 1.5))
-                    delay = min(delay * 2, 0.25)
-                    continue
-                if "no such table" in str(exc) and schema_retry:
-                    # The file was replaced since this Store checked it: check again.
-                    schema_retry = False
-                    self._ready = False
-                    continue
-                raise translate(exc, self.path, action, self.timeout) from None
-            except (sqlite3.Error, OSError) as exc:
-                raise translate(exc, self.path, action, self.timeout) from None
+        from gpuperf_magics.store.frame import CorruptRow
 
-    def _attempt(
-        self,
-        work: Callable[[sqlite3.Connection], T],
-        *,
-        write: bool,
-        snapshot: bool,
-        deadline: float,
-        immutable: bool = False,
-    ) -> T:
-        if write:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = open_connection(
-            self.path, max(deadline - time.monotonic(), 0.05), immutable=immutable
-        )
         try:
-            if immutable:
-                ensure_schema(conn, self.path, read_only=True)
-            elif not self._ready:
-                ensure_schema(conn, self.path)
-                self._ready = True
-            if write or snapshot:
-                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                result = work(conn)
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    # The original error says more than a failed rollback would.
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                raise
-            return result
-        finally:
-            conn.close()
+            return self._backend.run(work, write=write, action=action, timeout=self.timeout,
+                                     missing=missing, snapshot=snapshot)
+        except CorruptRow as exc:
+            raise self._corrupt(exc) from None
+
+    def _corrupt(self, exc: Exception) -> StoreError:
+        where = self._shown
+        return StoreError(
+            f"the store {where} is damaged: {exc}. Restore it from a backup or a synced copy, "
+            f"or delete that run (Store.delete(run_id)); or {ANOTHER_STORE}.", path=where,
+        )
 
     # ------------------------------------------------------------------ writing
     def save_run(self, run: Run) -> int:
@@ -234,15 +217,18 @@ class Store:
         Returns
         -------
         int
-            The new run id, also set as ``run.run_id`` (and ``run.store_path``). A run that
-            is already in this store (same ``store_path``, id still present) is not saved
+            The run id in this store, also set as ``run.run_id`` (and ``run.store_path``).
+            A run already in this store (same content, hence same ``run_uid``) is not saved
             twice: its id is returned.
 
         Raises
         ------
         StoreError
-            The file could not be written; ``err.run`` is ``run`` and ``run.run_id`` stays
-            unset, so the caller can keep the run in memory and save it later.
+            The store could not be written; ``err.run`` is ``run`` and ``run.run_id`` stays
+            unset, so the caller can keep the run in memory and save it later. When a server
+            could not be reached, the run is also kept in a local fallback file
+            (``err.fallback``; ``$GPUPERF_FALLBACK_STORE`` or ``unsynced.sqlite`` in the
+            per-user folder), and the message says how to push it later.
         ValueError
             The run has no network name or an unreadable ``created_at``.
         """
@@ -252,14 +238,14 @@ class Store:
             raise TypeError(f"save_run takes a gpuperf_magics.Run, not {type(run).__name__}")
         if not isinstance(run.network, str) or not run.network.strip():
             raise ValueError("the run has no network name: set run.network before saving")
-        record = run.to_record()
+        created = run.created_at
         try:
-            created = record["created_at"]
-            record["created_at"] = (
-                format_timestamp(parse_timestamp(created)) if created else now_utc()
-            )
+            # Fixed before the first attempt, so that a retry or a copy has the same uid.
+            stamp = format_timestamp(parse_timestamp(created)) if created else now_utc()
         except ValueError:
             raise ValueError(f"run.created_at {created!r} is not an ISO-8601 time") from None
+        run.created_at = stamp
+        record = run.to_record()
         record["notes"] = [str(note) for note in run.notes]
         iterations = [
             (
@@ -275,25 +261,41 @@ class Store:
         ]
         previous = run.run_id if run.store_path == str(self.path) else None
 
-        def work(conn: sqlite3.Connection) -> int:
+        def work(conn: Any) -> int:
             if previous is not None and conn.execute(
                 "SELECT 1 FROM runs WHERE id = ?", (previous,)
             ).fetchone():
                 return previous
-            run_id = insert_run(conn, record)
-            conn.executemany(INSERT_ITERATION, [(run_id, *row) for row in iterations])
-            bump_revision(conn)
+            ((run_id, inserted),) = insert_runs(conn, [record], [iterations])
+            if inserted:
+                bump_revision(conn)
             return run_id
 
         try:
             run_id = self._execute(work, write=True, action="save the run")
         except StoreError as err:
             err.run = run
+            if self.kind == "postgresql" and err.kind == "unreachable":
+                self._keep_locally(run, err)
             raise
         run.run_id = run_id
         run.store_path = str(self.path)
-        run.created_at = record["created_at"]
         return run_id
+
+    def _keep_locally(self, run: Run, err: StoreError) -> None:
+        """Copy a run the server could not take into the local fallback store."""
+        fallback = Store(fallback_store_path())
+        copy = dataclasses.replace(run, notes=list(run.notes), run_id=None, store_path=None)
+        try:
+            fallback_id = fallback.save_run(copy)
+        except StoreError:
+            return
+        err.fallback = str(fallback.path)
+        err.args = (
+            f"{err.args[0]} The run is kept in memory and in the local store {fallback.path} "
+            f"(run {fallback_id}); once the server is back, push it with: gpuperf sync "
+            f"'{fallback.path}' '{self._shown}'",
+        )
 
     def delete(self, run_id: int | Iterable[int]) -> None:
         """Delete runs and their iterations.
@@ -310,10 +312,10 @@ class Store:
         """
         ids = _run_ids(run_id)
 
-        def work(conn: sqlite3.Connection) -> None:
+        def work(conn: Any) -> None:
             for one in ids:
                 if not conn.execute("SELECT 1 FROM runs WHERE id = ?", (one,)).fetchone():
-                    raise RunNotFoundError(one, str(self.path))
+                    raise RunNotFoundError(one, self._shown)
             for one in ids:
                 # Explicit, though the foreign key cascades: a file opened elsewhere
                 # without PRAGMA foreign_keys must not keep orphans.
@@ -327,12 +329,8 @@ class Store:
 
         if not ids:
             return
-
-        def nothing() -> None:
-            raise RunNotFoundError(ids[0], str(self.path))
-
-        if not self.path.exists():
-            nothing()
+        if not self._backend.exists():
+            raise RunNotFoundError(ids[0], self._shown)
         self._execute(work, write=True, action="delete runs")
 
     def import_table(
@@ -368,7 +366,8 @@ class Store:
         Returns
         -------
         list of int
-            The new run ids, in table order.
+            The run ids of the rows, in table order. A row whose ``run_uid`` (an export's
+            column) is already in the store is not imported twice: its existing id is given.
 
         Raises
         ------
@@ -379,19 +378,22 @@ class Store:
         Notes
         -----
         Required after the mapping: ``time_s`` (seconds, > 0 for ``ok`` rows; empty cells are
-        errors), ``batch_size`` (a column of positive whole numbers; empty cells are stored
-        as unknown) and a network (column or argument). ``iterations`` is how many
-        iterations ``time_s`` covers; without that column every row counts 1, i.e.
-        ``time_s`` is the time of one iteration (per-step traces). ``status`` defaults to
-        ``ok``, ``gpu_count`` to 1 with a GPU and 0 without. A ``gpu`` name the hardware
-        catalog cannot resolve is an error (with its close matches) unless the row gives
-        ``gpu_fp32_tflops`` and ``gpu_bandwidth_gbs`` itself. Importing one table twice is
-        not refused here (the ``gpuperf import`` command recognises a file by its content).
+        errors; a Timedelta column is read as seconds), ``batch_size`` (a column of positive
+        whole numbers; empty cells are stored as unknown) and a network (column or
+        argument). ``iterations`` is how many iterations ``time_s`` covers; without that
+        column every row counts 1, i.e. ``time_s`` is the time of one iteration (per-step
+        traces). ``status`` defaults to ``ok``, ``gpu_count`` to 1 with a GPU and 0 without.
+        A ``gpu`` name the hardware catalog cannot resolve is an error (with its close
+        matches) unless the row gives ``gpu_fp32_tflops`` and ``gpu_bandwidth_gbs`` itself.
+        Importing one table twice is not refused here (the ``gpuperf import`` command
+        recognises a file by its content).
 
         Other columns: canonical ones (``gpu_*``, ``cpu_*``, ``sw_*``, ``arch_*``, hyper
         and quality names, ``tags`` as JSON) go where ``runs()`` shows them; any further
         numeric column becomes a feature, any further text column a tag. ``run_id`` and
-        ``hardware_id`` of an export are ignored (ids are assigned anew).
+        ``hardware_id`` of an export are ignored (ids are assigned anew). Text cells of a
+        CSV export that were escaped against spreadsheet formulas (``'=...``) are read back
+        as written.
         """
         import pandas as pd
 
@@ -426,31 +428,83 @@ class Store:
         )
         if not records:
             return []
+        uids = [record.pop("run_uid", None) for record in records]
+        who = [(record.pop("recorded_host", None), record.pop("recorded_user", None))
+               for record in records]
+        if all(host is None and user is None for host, user in who):
+            who_arg = None
+        else:
+            from gpuperf_magics.store.records import recorder
 
-        def work(conn: sqlite3.Connection) -> list[int]:
-            ids = [insert_run(conn, record) for record in records]
-            bump_revision(conn)
-            return ids
+            mine = recorder()
+            who_arg = [(h or mine[0], u or mine[1]) if (h or u) else mine for h, u in who]
+
+        def work(conn: Any) -> list[int]:
+            out = insert_runs(conn, records, uids=uids, who=who_arg)
+            if any(inserted for _, inserted in out):
+                bump_revision(conn)
+            return [run_id for run_id, _ in out]
 
         return self._execute(work, write=True, action=f"import {name}")
 
+    # ------------------------------------------------------------------ server
+    def migrate(self) -> tuple[int, int]:
+        """Create or upgrade the store's schema; ``(version before, version after)``.
+
+        A server store is only ever upgraded by this call (``gpuperf migrate URL``), run by
+        a role that may create and alter tables. An SQLite file upgrades itself when opened,
+        so this just opens it.
+        """
+        from gpuperf_magics.store import schema
+
+        if self.kind == "postgresql":
+            from gpuperf_magics.store import postgres as pg
+
+            result = pg.migrate(self._location, self.timeout)
+            self._backend.ready = False
+            return result
+        path = self._location.path
+        assert path is not None
+
+        def version(conn: Any) -> int:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+        before = 0
+        if path.exists():
+            conn = sqlite3.connect(path)
+            try:
+                before = version(conn)
+            except sqlite3.Error as exc:
+                raise translate(exc, path, "read the schema version", self.timeout) from None
+            finally:
+                conn.close()
+        self._execute(lambda conn: None, write=True, action="migrate the store")
+        return before, schema.latest_version()
+
     # ------------------------------------------------------------------ reading
     def token(self) -> tuple[str, int]:
-        """``(created_at, revision)``: tells a re-created file from the one a cache saw.
+        """``(created_at, revision)``: tells a re-created store from the one a cache saw.
 
         :meth:`revision` restarts when a store file is deleted and made again; the time the
         file was created does not.
         """
 
-        def work(conn: sqlite3.Connection) -> tuple[str, int]:
+        def work(conn: Any) -> tuple[str, int]:
             rows = dict(conn.execute(
                 "SELECT key, value FROM meta WHERE key IN ('created_at', 'revision')"
             ).fetchall())
-            return str(rows.get("created_at", "")), int(rows.get("revision", 0))
+            return str(rows.get("created_at", "")), self._revision_value(rows.get("revision"))
 
         return self._execute(
             work, write=False, action="read the store", missing=lambda: ("", 0), snapshot=False
         )
+
+    def _revision_value(self, value: Any) -> int:
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise self._corrupt(ValueError(
+                f"the revision row of table meta holds {value!r}, not a count")) from None
 
     def revision(self) -> int:
         """A counter that grows with every write (save, import, delete) by any process.
@@ -459,9 +513,9 @@ class Store:
         revision ``r`` is stale once ``revision() != r``.
         """
 
-        def work(conn: sqlite3.Connection) -> int:
+        def work(conn: Any) -> int:
             row = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
-            return int(row[0])
+            return self._revision_value(None if row is None else row[0])
 
         return self._execute(
             work, write=False, action="read the store", missing=lambda: 0, snapshot=False
@@ -476,7 +530,8 @@ class Store:
         source: str | Iterable[str] | None = None,
         tags: Mapping[str, str] | None = None,
         since: datetime | date | str | timedelta | None = None,
-        **columns: Any,
+        columns: Sequence[str] | None = None,
+        **where: Any,
     ) -> pd.DataFrame:
         """One row per run, in the canonical columns (input of ``TrainingTimeModel.fit``).
 
@@ -491,7 +546,10 @@ class Store:
         since : datetime, date, str or timedelta, optional
             Keep runs created at or after this time (naive values are local time); a
             timedelta counts back from now.
-        **columns
+        columns : list of str, optional
+            Only these columns, in this order (much faster on large stores: the other
+            columns are not read).
+        **where
             Equality on any other column, e.g. ``batch_size=64`` or ``gpu_name="A100"``; a
             list keeps any of its values, ``None`` keeps empty cells.
 
@@ -501,54 +559,125 @@ class Store:
             Sorted by ``run_id``. Columns: ``run_id, network, batch_size, iterations, time_s,
             status, gpu, gpu_count``; then ``source, created_at, device, it_median_s,
             it_p90_s, it_mean_s, it_std_s, samples_per_s, warmup_iterations,
-            recorded_iterations, error``; then the ``gpu_*``, ``cpu_*``, ``sw_*``, ``arch_*``,
-            hyper-parameter and quality columns (canonical ones always, extra keys after
-            each group); ``tags`` (a dict per row); features last. An empty store gives
-            zero rows with the canonical columns. ``time_s`` is the target:
-            ``X, y = df.drop(columns="time_s"), df["time_s"]``.
+            recorded_iterations, error, run_uid, recorded_host, recorded_user``; then the
+            ``gpu_*``, ``cpu_*``, ``sw_*``, ``arch_*``, hyper-parameter and quality columns
+            (canonical ones always, extra keys after each group); ``tags`` (a dict per row);
+            features last. An empty store gives zero rows with the canonical columns.
+            ``time_s`` is the target: ``X, y = df.drop(columns="time_s"), df["time_s"]``.
 
         Raises
         ------
         ValueError
-            A filter names no column of the frame.
+            A filter or a column names no column of the frame.
+
+        Notes
+        -----
+        Filters on the runs table's own columns, on ``tags`` and on ``since`` run in SQL; a
+        filter on a hardware, architecture, hyper-parameter or feature column is applied to
+        the rows those select.
         """
-        import pandas as pd
+        from gpuperf_magics.store.frame import CorruptRow, build_runs_frame
 
-        from gpuperf_magics.store.frame import runs_frame
-
-        where: list[str] = []
+        if columns is not None:
+            if isinstance(columns, str):
+                columns = [columns]
+            columns = list(columns)
+            if not columns or not all(isinstance(c, str) for c in columns):
+                raise ValueError(f"columns= takes a list of column names, not {columns!r}")
+        clauses: list[str] = []
         params: list[Any] = []
         for name, value in (("network", network), ("status", status), ("gpu", gpu),
                             ("source", source)):
-            if value is None:
-                continue
-            values = _as_list(name, value)
-            where.append(f"r.{name} IN ({', '.join('?' * len(values))})" if values else "0")
-            params.extend(values)
+            if value is not None:
+                self._where(clauses, params, name, _as_list(name, value))
         if since is not None:
-            where.append("r.created_at >= ?")
+            clauses.append("r.created_at >= ?")
             params.append(_since(since))
-        sql = SELECT_RUNS + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY r.id"
+        later: dict[str, Any] = {}
+        for name, value in where.items():
+            if name in _FLAT:
+                listed = list(value) if isinstance(value, (list, tuple, set, frozenset)) \
+                    else [value]
+                self._where(clauses, params, name, listed)
+            else:
+                later[name] = value
+        tag_items = {str(k): str(v) for k, v in (tags or {}).items()}
+        tag_clause = ("json_extract(r.tags, ?) = ?" if self.kind == "sqlite"
+                      else "(CAST(r.tags AS jsonb) ->> ?) = ?")
+        for key, value in tag_items.items():
+            clauses.append(tag_clause)
+            path = '$."' + key.replace('"', '\\"') + '"'
+            params.extend([path if self.kind == "sqlite" else key, value])
 
-        def work(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        groups = self._groups_needed(columns, later)
+        flat = ["run_id", *sorted(c for c in _FLAT if c != "run_id")] if columns is None \
+            else ["run_id", *[c for c in columns if c in _FLAT and c != "run_id"]]
+        names = [*flat, *(g for g in groups if g in RUN_SELECT)]
+        if "hardware" in groups:
+            names.append("hardware")
+        sql = select_runs(names) + (" WHERE " + " AND ".join(clauses) if clauses else "") \
+            + " ORDER BY r.id"
+
+        def work(conn: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
             cursor = conn.execute(sql, params)
-            names = [d[0] for d in cursor.description]
-            return [parse_run(names, row) for row in cursor]
+            return [d[0] for d in cursor.description], cursor.fetchall()
 
-        frame = runs_frame(
-            self._execute(work, write=False, action="read runs", missing=list, snapshot=False)
-        )
+        got, rows = self._execute(work, write=False, action="read runs",
+                                  missing=lambda: (names, []), snapshot=False)
+        data = list(zip(*rows, strict=True)) if rows else [()] * len(got)
+        by_name = {name: list(values) for name, values in zip(got, data, strict=True)}
+        nested = {g: by_name.pop(g) for g in (*groups, "hardware") if g in by_name}
+        try:
+            frame = build_runs_frame(by_name, nested)
+        except CorruptRow as exc:
+            raise self._corrupt(exc) from None
+        frame = self._filter_frame(frame, later)
+        if columns is None:
+            return frame
+        return self._select(frame, columns)
+
+    def _where(self, clauses: list[str], params: list[Any], name: str,
+               values: list[Any]) -> None:
+        column = RUN_SELECT[name]
+        present = [sql_value(v) for v in values if v is not None]
+        parts = []
+        if present:
+            parts.append(f"{column} IN ({', '.join('?' * len(present))})")
+            params.extend(present)
+        if len(present) < len(values):
+            parts.append(f"{column} IS NULL")
+        clauses.append("(" + " OR ".join(parts) + ")" if parts else "1 = 0")
+
+    @staticmethod
+    def _groups_needed(columns: Sequence[str] | None, later: Mapping[str, Any]) -> list[str]:
+        every = ["hardware", "arch", "hyper", "quality", "tags", "features"]
+        if columns is None:
+            return every
+        needed = set()
+        for name in [*columns, *later]:
+            if name in _FLAT:
+                continue
+            group = group_of(name)
+            if group in _GROUP_COLUMNS:
+                needed.add(_GROUP_COLUMNS[group])
+            else:  # a feature, an extra key of a group, or a prefixed collision
+                return every
+        return [g for g in every if g in needed]
+
+    @staticmethod
+    def _filter_frame(frame: pd.DataFrame, later: Mapping[str, Any]) -> pd.DataFrame:
+        import pandas as pd
+
+        if not later:
+            return frame
         keep = pd.Series(True, index=frame.index)
-        if tags:
-            wanted = {str(k): str(v) for k, v in tags.items()}
-            keep &= frame["tags"].map(
-                lambda t: all(t.get(k) == v for k, v in wanted.items())
-            ).astype(bool)
-        for name, value in columns.items():
+        for name, value in later.items():
             if name not in frame.columns:
+                if frame.empty:
+                    return frame
                 raise ValueError(
                     f"runs() cannot filter on {name!r}: no such column. Columns: "
-                    f"{', '.join(frame.columns)}"
+                    f"{', '.join(map(str, frame.columns))}"
                 )
             column = frame[name]
             if value is None:
@@ -560,8 +689,33 @@ class Store:
             keep &= match.fillna(False).astype(bool)
         return frame[keep.to_numpy()].reset_index(drop=True)
 
-    def iterations(self, run_id: int) -> pd.DataFrame:
-        """Every recorded iteration of one run, warm-up included.
+    @staticmethod
+    def _select(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+        import numpy as np
+
+        from gpuperf_magics.store.frame import _spread
+
+        unknown = [c for c in columns if c not in frame.columns and c not in KINDS]
+        if unknown and not frame.empty:
+            raise ValueError(
+                f"runs() has no column {', '.join(map(repr, unknown))}. Columns: "
+                f"{', '.join(map(str, frame.columns))}"
+            )
+        for name in columns:
+            if name not in frame.columns:
+                frame[name] = _spread(name, [], np.full(len(frame), -1), KINDS.get(name))
+        out = frame[columns]
+        out.attrs = {"feature_columns": [c for c in frame.attrs.get("feature_columns", [])
+                                         if c in columns]}
+        return out
+
+    def iterations(self, run_id: int | Iterable[int]) -> pd.DataFrame:
+        """Every recorded iteration of one run (or of several, in one query), warm-up included.
+
+        Parameters
+        ----------
+        run_id : int or iterable of int
+            One id, or several (the frame then holds them all, ordered by run and index).
 
         Returns
         -------
@@ -577,23 +731,45 @@ class Store:
         """
         from gpuperf_magics.store.frame import iterations_frame
 
-        (one,) = _run_ids(run_id)
-        rows = self._read_iterations(one)
-        return iterations_frame(one, rows)
+        ids = _run_ids(run_id)
+        return iterations_frame(self._read_iterations(ids))
 
-    def _read_iterations(self, run_id: int) -> list[tuple[Any, ...]]:
-        def work(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            if not conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
-                raise RunNotFoundError(run_id, str(self.path))
-            return [
-                (*row[:6], from_json(row[6], None))
-                for row in conn.execute(SELECT_ITERATIONS, (run_id,))
-            ]
+    def _read_iterations(self, run_ids: list[int]) -> list[tuple[Any, ...]]:
+        wanted = sorted(set(run_ids))
+
+        def work(conn: Any) -> list[tuple[Any, ...]]:
+            found: set[int] = set()
+            rows: list[tuple[Any, ...]] = []
+            for chunk in _chunks(wanted, 900):
+                marks = ", ".join("?" * len(chunk))
+                found.update(int(i) for (i,) in conn.execute(
+                    f"SELECT id FROM runs WHERE id IN ({marks})", list(chunk)))
+                rows.extend(conn.execute(
+                    f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
+                    f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", list(chunk)))
+            absent = [i for i in run_ids if i not in found]
+            if absent:
+                raise RunNotFoundError(absent[0], self._shown)
+            return [(*row[:7], self._phases(row[0], row[7])) for row in rows]
 
         def nothing() -> list[tuple[Any, ...]]:
-            raise RunNotFoundError(run_id, str(self.path))
+            raise RunNotFoundError(run_ids[0], self._shown)
 
+        if not run_ids:
+            return []
         return self._execute(work, write=False, action="read iterations", missing=nothing)
+
+    def _phases(self, run_id: Any, text: Any) -> Any:
+        from gpuperf_magics.store.frame import CorruptRow
+
+        try:
+            value = from_json(text, None)
+        except ValueError:
+            value = ""
+        if value is not None and not isinstance(value, dict):
+            raise CorruptRow(f"run {run_id}: an iteration's phases hold {str(text)[:60]!r}, "
+                             "not a JSON object")
+        return value
 
     def get_run(self, run_id: int) -> Run:
         """The stored run as a :class:`~gpuperf_magics.run.Run`, iterations included.
@@ -607,53 +783,61 @@ class Store:
             (a ``KeyError``) for an unknown id.
         """
         from gpuperf_magics.run import IterationRecord, Run
+        from gpuperf_magics.store.frame import CorruptRow
 
         (one,) = _run_ids(run_id)
 
-        def work(conn: sqlite3.Connection) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-            cursor = conn.execute(SELECT_RUNS + " WHERE r.id = ?", (one,))
+        def work(conn: Any) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+            cursor = conn.execute(select_runs([*RUN_SELECT, "hardware"]) + " WHERE r.id = ?",
+                                  (one,))
             row = cursor.fetchone()
             if row is None:
-                raise RunNotFoundError(one, str(self.path))
-            record = parse_run([d[0] for d in cursor.description], row)
+                raise RunNotFoundError(one, self._shown)
+            try:
+                record = parse_run([d[0] for d in cursor.description], row)
+            except ValueError as exc:
+                raise CorruptRow(str(exc)) from None
             return record, conn.execute(SELECT_ITERATIONS, (one,)).fetchall()
 
         def nothing() -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
-            raise RunNotFoundError(one, str(self.path))
+            raise RunNotFoundError(one, self._shown)
 
         record, rows = self._execute(work, write=False, action="read a run", missing=nothing)
-        return Run(
-            network=record["network"],
-            status=record["status"],
-            iterations=[
-                IterationRecord(
-                    index=idx,
-                    duration_s=duration,
-                    samples=samples,
-                    warmup=bool(warmup),
-                    phases=from_json(phases, None),
-                    skipped_step=bool(skipped),
-                    micro_batches=micro,
-                )
-                for idx, duration, samples, warmup, skipped, micro, phases in rows
-            ],
-            batch_size=record["batch_size"],
-            device=record["device"] or ("cuda" if record["gpu"] else "cpu"),
-            gpu=record["gpu"],
-            gpu_count=record["gpu_count"],
-            hardware=record["hardware"],
-            architecture=record["arch"],
-            hyper=record["hyper"],
-            quality=record["quality"],
-            tags=record["tags"],
-            features=record["features"],
-            notes=record["notes"],
-            error=record["error"],
-            created_at=record["created_at"],
-            source=record["source"],
-            run_id=record["run_id"],
-            store_path=str(self.path),
-        )
+        try:
+            return Run(
+                network=record["network"],
+                status=record["status"],
+                iterations=[
+                    IterationRecord(
+                        index=idx,
+                        duration_s=float(duration),
+                        samples=samples,
+                        warmup=bool(warmup),
+                        phases=self._phases(one, phases),
+                        skipped_step=bool(skipped),
+                        micro_batches=micro,
+                    )
+                    for idx, duration, samples, warmup, skipped, micro, phases in rows
+                ],
+                batch_size=record["batch_size"],
+                device=record["device"] or ("cuda" if record["gpu"] else "cpu"),
+                gpu=record["gpu"],
+                gpu_count=record["gpu_count"],
+                hardware=record["hardware"],
+                architecture=record["arch"],
+                hyper=record["hyper"],
+                quality=record["quality"],
+                tags=record["tags"],
+                features=record["features"],
+                notes=record["notes"],
+                error=record["error"],
+                created_at=record["created_at"],
+                source=record["source"],
+                run_id=record["run_id"],
+                store_path=str(self.path),
+            )
+        except (CorruptRow, TypeError, ValueError) as exc:
+            raise self._corrupt(exc) from None
 
     def export(self, path: str | os.PathLike[str], **filters: Any) -> Path:
         """Write ``runs(**filters)`` to a CSV or Parquet file, chosen by the suffix.
@@ -670,10 +854,46 @@ class Store:
         Path
             The file written. ``tags`` (and any other dict/list cell) is JSON text, which
             :meth:`import_table` reads back; iterations are not exported
-            (:meth:`iterations` gives them per run).
+            (:meth:`iterations` gives them per run). In CSV/TSV, text cells a spreadsheet
+            would run as a formula (starting with ``=``, ``+``, ``-``, ``@``) are written
+            with a leading ``'``, which :meth:`import_table` removes.
         """
         from gpuperf_magics.store.files import file_format, write_table
 
         target = Path(os.path.expanduser(os.fspath(path)))
         file_format(target)  # reject an unknown suffix before reading the store
         return write_table(self.runs(**filters), target)
+
+    # ------------------------------------------------------------------ sync
+    def sync_to(
+        self,
+        other: str | os.PathLike[str] | Store,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        batch: int = 2000,
+    ) -> SyncResult:
+        """Copy the runs ``other`` lacks into it (SQLite or PostgreSQL, either way).
+
+        Runs are recognised by their ``run_uid`` (a hash of their content), so a second sync
+        copies nothing and two machines syncing one run into one store do not duplicate it.
+        Sync adds runs; it never deletes or overwrites runs of either store. Copied runs get
+        new ids in ``other`` (ids are per store) and keep their uid, time, source, and who
+        recorded them.
+
+        Parameters
+        ----------
+        other : path, URL or Store
+            The destination.
+        progress : callable, optional
+            ``progress(done, total)`` after each batch (the CLI draws a bar with it).
+        batch : int
+            Runs per write transaction.
+
+        Returns
+        -------
+        SyncResult
+        """
+        from gpuperf_magics.store.sync import sync
+
+        return sync(self, other if isinstance(other, Store) else Store(other),
+                    progress=progress, batch=batch)

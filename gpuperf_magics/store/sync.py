@@ -1,0 +1,127 @@
+"""Copying runs between two stores (SQLite or PostgreSQL, either way), recognised by run_uid.
+
+Sync only adds: a run the destination already holds (same ``run_uid``) is left as it is, and
+nothing is ever deleted or overwritten in either store. Each batch is one write transaction in
+the destination, so an interrupted sync leaves whole runs and the next one continues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from gpuperf_magics.store.records import (
+    ITERATION_FIELDS,
+    RUN_COLUMNS,
+    bump_revision,
+    insert_runs,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.store.store import Store
+
+__all__ = ["SyncResult", "sync"]
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """What :meth:`Store.sync_to` did.
+
+    Attributes
+    ----------
+    copied : int
+        Runs added to the destination.
+    already : int
+        Runs the destination had already (same ``run_uid``): left as they were.
+    source, destination : str
+        The two stores (passwords masked).
+    """
+
+    copied: int
+    already: int
+    source: str
+    destination: str
+
+    def __str__(self) -> str:
+        return (f"synced {self.source} -> {self.destination}: {self.copied} run(s) copied, "
+                f"{self.already} already there (sync adds runs; it never deletes or "
+                "overwrites)")
+
+
+def _uids(conn: Any) -> list[tuple[int, str]]:
+    return [(int(i), str(u)) for i, u in conn.execute("SELECT id, run_uid FROM runs ORDER BY id")]
+
+
+def sync(source: Store, destination: Store, *,
+         progress: Callable[[int, int], None] | None = None, batch: int = 2000) -> SyncResult:
+    """Copy the runs ``destination`` lacks from ``source``; see :meth:`Store.sync_to`."""
+    if (destination._location.url, destination._location.path) == (
+            source._location.url, source._location.path):
+        raise ValueError(f"cannot sync {source._shown} into itself")
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    mine: list[tuple[int, str]] = source._execute(
+        _uids, write=False, action="list runs to sync", missing=list)
+    known: list[tuple[int, str]] = destination._execute(
+        _uids, write=False, action="list runs to sync", missing=list)
+    theirs = {uid for _, uid in known}
+    todo = [run_id for run_id, uid in mine if uid not in theirs]
+    total, done, copied = len(todo), 0, 0
+    if progress is not None:
+        progress(0, total)
+    for start in range(0, total, batch):
+        chunk = todo[start:start + batch]
+        records, iterations, uids, who = _read(source, chunk)
+
+        def write(conn: Any, records: Any = records, iterations: Any = iterations,
+                  uids: Any = uids, who: Any = who) -> int:
+            out = insert_runs(conn, records, iterations, uids=uids, who=who)
+            added = sum(1 for _, inserted in out if inserted)
+            if added:
+                bump_revision(conn)
+            return added
+
+        copied += destination._execute(write, write=True, action="copy runs")
+        done += len(chunk)
+        if progress is not None:
+            progress(done, total)
+    return SyncResult(copied, len(mine) - copied, source._shown, destination._shown)
+
+
+def _read(source: Store, ids: list[int]) -> tuple[list[dict[str, Any]], list[list[Any]],
+                                                  list[str], list[tuple[Any, Any]]]:
+    """Runs as stored (JSON text kept byte for byte, so their uids stay true)."""
+    names = [c for c in RUN_COLUMNS if c != "hardware_id"]
+
+    def work(conn: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        runs: list[tuple[Any, ...]] = []
+        its: list[tuple[Any, ...]] = []
+        for start in range(0, len(ids), 900):  # SQLite's limit of bound values
+            chunk = ids[start:start + 900]
+            marks = ", ".join("?" * len(chunk))
+            runs += conn.execute(
+                f"SELECT r.id, {', '.join('r.' + n for n in names)}, h.info, r.run_uid, "
+                "r.recorded_host, r.recorded_user FROM runs AS r LEFT JOIN hardware AS h "
+                f"ON h.id = r.hardware_id WHERE r.id IN ({marks}) ORDER BY r.id", chunk
+            ).fetchall()
+            its += conn.execute(
+                f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
+                f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", chunk
+            ).fetchall()
+        return runs, its
+
+    runs, its = source._execute(work, write=False, action="read runs to sync")
+    by_run: dict[int, list[Any]] = {}
+    for run_id, *values in its:
+        by_run.setdefault(int(run_id), []).append(tuple(values))
+    records, iterations, uids, who = [], [], [], []
+    for run_id, *values in runs:
+        record = dict(zip(names, values[:len(names)], strict=True))
+        info, uid, host, user = values[len(names):]
+        record["hardware"] = info
+        records.append(record)
+        iterations.append(by_run.get(int(run_id), []))
+        uids.append(uid)
+        who.append((host, user))
+    return records, iterations, uids, who
