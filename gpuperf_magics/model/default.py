@@ -29,6 +29,7 @@ from gpuperf_magics.model.local import (
     SeriesIndex,
     axis_routes,
     candidates,
+    family,
     network_index,
     query_arrays,
     route,
@@ -99,10 +100,10 @@ class _Local:
 
     def method(self, key: str) -> str:
         chosen = self.moves.get(key)
-        return chosen.method if chosen is not None else DEFAULT_METHOD.get(key, "lin")
+        return chosen.method if chosen is not None else DEFAULT_METHOD.get(family(key), "lin")
 
     def sub_methods(self) -> dict[str, str]:
-        return {k: self.method(k) for k in DEFAULT_METHOD}
+        return {k: self.method(k) for k in {*DEFAULT_METHOD, *self.moves}}
 
 
 class DefaultModel(GlobalModel):
@@ -275,7 +276,11 @@ class DefaultModel(GlobalModel):
                 result.setdefault(int(c), per_it + index.setup[c] / at)
             return result
 
-        global_pred: dict[int, float] = {}
+        # The cross-series model's held-out predictions, keyed by (configuration, axis): an
+        # axis move is validated by a refit without every configuration of the held-out value
+        # on that axis (a depth never measured is never seen in another configuration either);
+        # axis -1: GPU moves, refitted without the held-out GPUs.
+        global_pred: dict[tuple[int, int], float] = {}
 
         def add(c: int, allowed: np.ndarray, every_axis: bool = False) -> None:
             r = route(index, index.values[c], index.hw[c], allowed)
@@ -290,8 +295,9 @@ class DefaultModel(GlobalModel):
             its = float(index.its[c])
             preds = candidates(index, r, index.values[c], index.hw[c], index.naive_peak[c],
                                local.move, subs, its)
-            if c in global_pred:
-                preds["global"] = global_pred[c]
+            key = (c, r.axis if r.kind == "axis" else -1)
+            if key in global_pred and r.kind in ("axis", "gpu"):
+                preds["global"] = global_pred[key]
             actual = float(index.per_job(np.array([c]), its)[0])
             tasks.setdefault(r.key, []).append(
                 {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0})
@@ -303,9 +309,17 @@ class DefaultModel(GlobalModel):
         refits = (MIN_REFIT <= index.n <= MAX_REFIT
                   and index.n >= SERIES_PER_GPU * len(index.hw_table))
         if refits:
-            fold = rng.permutation(index.n) % 3
-            for k in range(3):
-                global_pred.update(refit(np.flatnonzero(fold == k)))
+            for j in range(len(index.cols)):
+                values = np.unique(index.values[:, j])
+                if len(values) < 3:
+                    continue
+                # The two ends and two interior values: beyond and inside moves.
+                held = {values[0], values[-1], values[len(values) // 3],
+                        values[(2 * len(values)) // 3]}
+                for value in held:
+                    out_of = np.flatnonzero(index.values[:, j] == value)
+                    for c, p in refit(out_of).items():
+                        global_pred[(c, j)] = p
         for c in picked:
             allowed = everyone.copy()
             allowed[c] = False
@@ -320,9 +334,9 @@ class DefaultModel(GlobalModel):
                 group_of = rng.permutation(n_gpus) % min(n_gpus, GPU_FOLDS)
                 for k in range(min(n_gpus, GPU_FOLDS)):
                     out_of = np.flatnonzero(group_of[gpu_of] == k)
-                    global_pred.clear()
                     if refits:
-                        global_pred.update(refit(out_of))
+                        for c, p in refit(out_of).items():
+                            global_pred[(c, -1)] = p
                     for g in np.flatnonzero(group_of == k):
                         self._gpu_tasks(index, gpu_of, int(g), per_gpu, rng, add)
 
@@ -359,7 +373,7 @@ class DefaultModel(GlobalModel):
             if len(res):
                 errors[m] = float(np.mean(np.abs(np.exp(-res) - 1)))
         enough = len(entries) >= MIN_TASKS and errors
-        method = DEFAULT_METHOD.get(key, "lin")
+        method = DEFAULT_METHOD.get(family(key), "lin")
         if enough:
             # Prefer the default method unless another is clearly better (beyond noise).
             best = min(errors, key=errors.__getitem__)
@@ -410,7 +424,7 @@ class DefaultModel(GlobalModel):
             preds = candidates(index, r, values[i], hw[i], float(naive[i]), local.move, subs,
                                its)
             key = r.key
-            chosen = local.moves[key]
+            chosen = local.moves.get(key) or local.moves[family(key)]
             lo, hi = _interval(chosen.logres, cov)
             if chosen.method == "global":  # the cross-series answer, with this move's error
                 total = float(out.iat[row, col["time_s"]])
@@ -424,7 +438,7 @@ class DefaultModel(GlobalModel):
             out.iat[row, col["time_low_s"]] = total * math.exp(lo)
             out.iat[row, col["time_high_s"]] = total * math.exp(hi)
             out.iat[row, col["per_iteration_s"]] = total / its
-            out.iat[row, col["kind"]] = KIND[key]
+            out.iat[row, col["kind"]] = KIND[family(key)]
             out.iat[row, col["detail"]] = self._detail(local, r, key, method, values[i],
                                                        prep.hardware_label[row])
             out.iat[row, col["expected_mape"]] = chosen.mape
@@ -538,7 +552,7 @@ def _prior(key: str, move: GpuMove) -> tuple[np.ndarray, float]:
             mape = MEASURED_MAPE["transfer"]
             return np.linspace(-1.28 * mape, 1.28 * mape, 11), mape
         return np.linspace(move.q_lo, move.q_hi, 11), move.mape
-    mape = MEASURED_MAPE[PRIOR_KIND.get(key, "extrapolation")]
+    mape = MEASURED_MAPE[PRIOR_KIND.get(family(key), "extrapolation")]
     p = np.linspace(0.05, 0.95, 19)
     spread = np.where(p < 0.5, mape * np.log(2 * p), -mape * np.log(2 * (1 - p)))
     return np.sort(spread), mape

@@ -33,7 +33,7 @@ from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
 from gpuperf_magics.model.inputs import HARDWARE, Prepared
 
 __all__ = ["BATCH_AXES", "Route", "SeriesIndex", "axis_routes", "build_index", "candidates",
-           "network_index", "query_arrays", "route"]
+           "family", "network_index", "query_arrays", "route"]
 
 #: Columns that are the batch axis (the per-device batch first). ``batch_size`` is derived
 #: (per device × GPU count) where ``local_batch_size`` is present, and left out of the key then.
@@ -179,14 +179,18 @@ class Route:
 
     @property
     def key(self) -> str:
-        """The validation key: which kind of move this is."""
+        """The validation key: which kind of move this is (a feature move names its axis:
+        moving the depth and moving the loader threads are validated apart)."""
         if self.kind == "axis":
-            return f"{'batch' if self.axis == self._batch else 'feature'}:{self.position}"
+            if self.axis == self._batch:
+                return f"batch:{self.position}"
+            return f"feature:{self.name}:{self.position}"
         if self.kind == "gpu":
             return "transfer" if self.new_gpu else "gpu"
         return self.kind
 
     _batch: int | None = None
+    name: str = ""  # the axis' column
 
 
 def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
@@ -223,6 +227,13 @@ def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
     return out
 
 
+def family(key: str) -> str:
+    """The kind of a validation key without the axis name ("feature:depth:beyond" →
+    "feature:beyond")."""
+    parts = key.split(":")
+    return f"{parts[0]}:{parts[-1]}" if len(parts) == 3 else key
+
+
 def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
               only: int | None = None) -> Route:
     ids = np.flatnonzero(mask)
@@ -254,7 +265,7 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         x = index.values[members, j]
         position = "inside" if x.min() < v[j] < x.max() else "beyond"
         candidate = Route("axis", members=members, axis=j, position=position,
-                          _batch=index.batch_axis)
+                          _batch=index.batch_axis, name=index.cols[j])
         if best is None or len(members) > len(best.members):
             best = candidate
         if j == index.batch_axis:
@@ -348,7 +359,7 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
     learnt, ratio = [], []
     bw = h[1] if len(h) > 1 else None
     for rep, sub in r.sources:
-        method = sub_method.get(sub.key, "lin")
+        method = sub_method.get(sub.key, sub_method.get(family(sub.key), "lin"))
         t_src = local_value(index, sub, v, method, its)
         src = index.hw[rep]
         learnt.append(float(move.scale(
