@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -153,6 +154,9 @@ class Recorder:
         self._model_handles: list[Any] = []
         self._restore: list[Callable[[], None]] = []
         self._step_depth = 0
+        self._step_frame: Any = None
+        #: Optimizer steps that raised (caught by the loop): not iterations of their own.
+        self.raised_steps = 0
         self._depth = 0
         self._top: nn.Module | None = None
         self._top_token: int | None = None
@@ -267,7 +271,26 @@ class Recorder:
     def _opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling():
             return self._opt_pre_untraced(opt, args, kwargs)
+        if self._step_depth and not self._outer_step_running():
+            # The outer step raised (and the loop caught it): torch skips post-hooks then,
+            # so the counter stayed up and every later step would look nested.
+            self._step_depth = 0
+            self.raised_steps += 1
+        if not self._step_depth:
+            # torch's step wrapper, alive for exactly as long as the outer step runs.
+            self._step_frame = sys._getframe(1)
         self._opt_pre(opt, args, kwargs)
+
+    def _outer_step_running(self) -> bool:
+        """Whether the outer ``step`` call seen by the pre-hook is still on the stack
+        (only asked for nested calls, so its few µs never touch a plain step)."""
+        outer = self._step_frame
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            if frame is outer:
+                return True
+            frame = frame.f_back
+        return False
 
     def _opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling():
@@ -282,9 +305,10 @@ class Recorder:
             self.events.append((STEP_START, self.clock.mark()))
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        self._step_depth -= 1
+        self._step_depth = max(self._step_depth - 1, 0)
         if self._step_depth:
             return  # a nested super().step(): the outer call ends the step
+        self._step_frame = None  # do not keep the step's locals alive
         if self.primary is None:
             self._choose_primary(opt)
         elif opt is not self.primary:
@@ -555,6 +579,8 @@ class Recorder:
                 f"{name}×{count}" for name, count in self.other_steps.items()
             )
         out["skipped_steps"] = sum(1 for e in self.events if e[0] == SKIPPED)
+        if self.raised_steps:
+            out["raised_steps"] = self.raised_steps
         if self.loaders:
             loader, passes = max(
                 self.loaders.values(), key=lambda e: (e[1], _safe_len(e[0].dataset) or 0)

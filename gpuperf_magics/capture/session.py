@@ -157,7 +157,10 @@ class ProfileSession:
         self.sync = sync
         self.phases = phases
         self.save = save
-        self.run = Run(network=name or "", status="running", tags=dict(tags or {}))
+        # Keys as text: the store writes tags as JSON with sorted keys, which mixed key types
+        # (``{1: "a", "b": "c"}``) would break at save time, after the training.
+        self.run = Run(network=name or "", status="running",
+                       tags={str(k): v for k, v in (tags or {}).items()})
         if epochs is not None:
             self.run.hyper["epochs"] = epochs
         if total_iterations is not None:
@@ -216,18 +219,44 @@ class ProfileSession:
         for r in records[: min(k, len(records))]:
             r.warmup = True
         run.iterations = records
-        self._fill_model(rec, records)
+        self._fill_batch(rec, records)
+        run.tags = {str(k): v for k, v in run.tags.items()}
+        if self.save:
+            # Kept before anything slow or fallible runs (the FLOP count, hardware detection,
+            # the exchange between ranks, the store write): a second Ctrl-C or a failure there
+            # leaves the run in unsaved_runs(), never lost. A successful save takes it out.
+            _UNSAVED.append(run)
+        try:
+            self._post_process(rec)
+        except BaseException as exc:  # Ctrl-C while describing: save what was measured
+            run.notes.append(
+                f"post-processing stopped by {type(exc).__name__}: architecture or hardware "
+                "figures may be missing"
+            )
+            if self.save:
+                self._save()
+            raise
+        if self.save:
+            self._save()
+        return run
+
+    def _post_process(self, rec: Any) -> None:
+        """Everything after the timings that may take long or fail: model, hardware, notes."""
+        run = self.run
+        self._fill_model(rec)
         self._fill_hardware(rec)
         if run.quality.get("busy"):
             run.notes.append(
                 f"machine busy: other processes used {run.quality['other_cpu_load']:.1f} cores "
                 "on average during the run; timings may be inflated"
             )
-        if rec.hyper().get("skipped_steps"):
-            run.notes.append(f"{rec.hyper()['skipped_steps']} optimizer steps skipped by AMP")
-        if self.save:
-            self._save()
-        return run
+        skipped = run.hyper.get("skipped_steps")
+        if skipped:
+            run.notes.append(f"{skipped} optimizer steps skipped by AMP")
+        raised = run.hyper.get("raised_steps")
+        if raised:
+            run.notes.append(f"{raised} optimizer step{'s' if raised > 1 else ''} raised and "
+                             "the loop went on: each is part of the next iteration")
 
     # ------------------------------------------------------------------ pieces
     def _fill_quality(self, rec: Any) -> None:
@@ -247,7 +276,8 @@ class ProfileSession:
         q["sync"] = self.sync
         q["phases"] = self.phases
 
-    def _fill_model(self, rec: Any, records: list[IterationRecord]) -> None:
+    def _fill_batch(self, rec: Any, records: list[IterationRecord]) -> None:
+        """Batch size, hyper-parameters and the default name: cheap, before anything slow."""
         from gpuperf_magics.capture.recorder import unwrap_model
 
         run = self.run
@@ -265,7 +295,19 @@ class ProfileSession:
             "iterations_per_epoch"
         ):
             hyper["total_iterations"] = int(hyper["epochs"] * hyper["iterations_per_epoch"])
+        hyper.setdefault("world_size", 1)
+        if run.batch_size:
+            hyper.setdefault("global_batch_size", run.batch_size)
         run.hyper = hyper
+        model = rec.model
+        if model is None:
+            run.network = run.network or "training"
+        elif not run.network:
+            params = sum(p.numel() for p in unwrap_model(model).parameters())
+            run.network = default_name(type(unwrap_model(model)).__name__, params)
+
+    def _fill_model(self, rec: Any) -> None:
+        run = self.run
         model = rec.model
         if rec.eval_mode_training:
             run.notes.append("the model trained in eval() mode (dropout off, batch-norm "
@@ -277,7 +319,6 @@ class ProfileSession:
                 "during the loop (call model.train() before it); predictions need one"
             )
         if model is None:
-            run.network = run.network or "training"
             return
         try:
             from gpuperf_magics.architecture import describe
@@ -289,9 +330,6 @@ class ProfileSession:
             run.notes.append(f"architecture not described: {type(exc).__name__}: {exc}")
         rec.example = None  # release the user's tensors
         run.architecture.update(_tf32_flags())
-        if not run.network:
-            run.network = default_name(type(unwrap_model(model)).__name__,
-                                       run.architecture.get("arch_params"))
 
     def _fill_hardware(self, rec: Any) -> None:
         from gpuperf_magics.capture.recorder import _device_of
@@ -318,15 +356,21 @@ class ProfileSession:
 
         if self.store is not None:  # where run.save() retries; the default stays dynamic
             self.run.target_store = str(getattr(self.store, "path", self.store))
+        run = self.run
+        if not any(r is run for r in _UNSAVED):
+            _UNSAVED.append(run)
         try:
-            Store(self.store).save_run(self.run)
-        except (StoreError, ValueError) as exc:
-            _UNSAVED.append(self.run)
-            self.run.notes.append(
-                f"not saved: {exc} The run is kept in memory: fix the store, then call "
+            Store(self.store).save_run(run)
+        except Exception as exc:  # whatever it is, the measured run must survive it
+            what = str(exc) if isinstance(exc, (StoreError, ValueError)) else (
+                f"{type(exc).__name__}: {exc}.")
+            run.notes.append(
+                f"not saved: {what} The run is kept in memory: fix the store, then call "
                 "run.save() (or run.save('other.sqlite')); gpuperf_magics.capture.unsaved_runs() "
                 "lists such runs."
             )
+            return
+        _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
 
 
 def _with_catalog_specs(features: dict[str, Any]) -> dict[str, Any]:
