@@ -7,6 +7,7 @@ architecture description (FLOPs), and the store write.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 import os
@@ -166,6 +167,9 @@ class ProfileSession:
         if total_iterations is not None:
             self.run.hyper["total_iterations"] = total_iterations
         self._recorder: Any = None
+        self._undo_sigterm: Any = None
+        self._job_gpus: int | None = None  # CUDA devices of the whole job, from the merge
+        self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
 
     def __enter__(self) -> Run:
         from gpuperf_magics.capture.recorder import Recorder
@@ -173,6 +177,10 @@ class ProfileSession:
         self.run.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.run.quality["load_avg_start"] = _load_avg()
         self._cpu = _CpuClockSample()
+        from gpuperf_magics.capture import distributed
+
+        if distributed.current_job() or distributed.launched_job():
+            self._undo_sigterm = distributed.terminate_as_interrupt()
         self._recorder = Recorder(phases=self.phases, sync=self.sync)
         self._recorder.__enter__()
         return self.run
@@ -188,14 +196,18 @@ class ProfileSession:
 
     def stop(self, error: BaseException | None = None) -> Run:
         """Remove the hooks, then interpret, describe and save; ``error`` ended the block."""
-        self._recorder.close()
-        if error is None:
-            status = "ok"
-        elif isinstance(error, KeyboardInterrupt):
-            status = "interrupted"
-        else:
-            status = "failed"
-        return self._finish(status, error)
+        try:
+            self._recorder.close()
+            if error is None:
+                status = "ok"
+            elif isinstance(error, KeyboardInterrupt):
+                status = "interrupted"
+            else:
+                status = "failed"
+            return self._finish(status, error)
+        finally:
+            if self._undo_sigterm is not None:
+                self._undo_sigterm()
 
     def _finish(self, status: str, error: BaseException | None) -> Run:
         run, rec = self.run, self._recorder
@@ -204,7 +216,14 @@ class ProfileSession:
             run.error = f"{type(error).__name__}: {error}"[:500]
         records = rec.iterations()
         self._fill_quality(rec)
+        from gpuperf_magics.capture import distributed
+
+        job = distributed.current_job()
         if not records:
+            if job is not None and status == "ok":
+                # The other ranks wait for this one's figures: say there are none.
+                with contextlib.suppress(Exception):
+                    distributed.exchange(distributed.summary(run, None))
             run.notes.append(_no_iteration_reason(rec, status, error))
             return run
         k = self.warmup if self.warmup is not None else auto_warmup(
@@ -227,23 +246,36 @@ class ProfileSession:
             # leaves the run in unsaved_runs(), never lost. A successful save takes it out.
             _UNSAVED.append(run)
         try:
-            self._post_process(rec)
+            self._post_process(rec, job)
         except BaseException as exc:  # Ctrl-C while describing: save what was measured
             run.notes.append(
                 f"post-processing stopped by {type(exc).__name__}: architecture or hardware "
                 "figures may be missing"
             )
-            if self.save:
+            if self.save and not self._left_to_rank0:
                 self._save()
             raise
-        if self.save:
+        if self.save and not self._left_to_rank0:
             self._save()
+        elif self._left_to_rank0:
+            _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
         return run
 
-    def _post_process(self, rec: Any) -> None:
-        """Everything after the timings that may take long or fail: model, hardware, notes."""
+    def _post_process(self, rec: Any, job: Any) -> None:
+        """Everything after the timings that may take long or fail: the exchange between
+        ranks, model, hardware, notes."""
         run = self.run
-        self._fill_model(rec)
+        if job is not None:
+            self._join_job(rec, job)
+        else:
+            from gpuperf_magics.capture import distributed
+
+            launched = distributed.launched_job()
+            if launched is not None:
+                self._rank_alone(launched, "no process group at the block's end (destroyed "
+                                 "inside it?): put destroy_process_group() after the block")
+        if not self._left_to_rank0:
+            self._fill_model(rec)
         self._fill_hardware(rec)
         if run.quality.get("busy"):
             run.notes.append(
@@ -275,6 +307,37 @@ class ProfileSession:
         q["batch_sampled_steps"] = rec.batch_sampled_steps
         q["sync"] = self.sync
         q["phases"] = self.phases
+
+    def _join_job(self, rec: Any, job: Any) -> None:
+        """One run per data-parallel job (see :mod:`~gpuperf_magics.capture.distributed`)."""
+        from gpuperf_magics.capture import distributed
+        from gpuperf_magics.capture.recorder import _device_of
+
+        run = self.run
+        if run.status != "ok":
+            # No collective after an error: the others would wait for this rank.
+            self._rank_alone(job, f"this rank {run.status}")
+            return
+        try:
+            ranks = distributed.exchange(distributed.summary(run, _device_of(rec.model)))
+        except Exception as exc:  # a peer died after its loop, or the group timed out
+            run.status = "failed"
+            run.error = f"exchange between ranks failed: {type(exc).__name__}: {exc}"[:500]
+            self._rank_alone(job, "the exchange with the other ranks failed")
+            return
+        self._job_gpus = distributed.merge(run, ranks, job)
+        if job.rank != 0:
+            self._left_to_rank0 = True
+            run.notes.append(f"rank {job.rank} of {job.world_size}: rank 0 saves the job's run")
+
+    def _rank_alone(self, job: Any, why: str) -> None:
+        """A rank's own partial run, tagged with its rank, without the others' figures."""
+        run = self.run
+        run.tags["rank"] = str(job.rank)
+        run.hyper.update(rank=job.rank, world_size=job.world_size)
+        run.hyper.pop("global_batch_size", None)
+        run.notes.append(f"rank {job.rank} of {job.world_size} saved alone ({why}): its own "
+                         "figures, not the job's")
 
     def _fill_batch(self, rec: Any, records: list[IterationRecord]) -> None:
         """Batch size, hyper-parameters and the default name: cheap, before anything slow."""
@@ -350,6 +413,8 @@ class ProfileSession:
         else:
             run.device = "cpu" if device is None else str(device)
             run.gpu, run.gpu_count = None, 0
+        if self._job_gpus is not None:
+            run.gpu_count = self._job_gpus
 
     def _save(self) -> None:
         from gpuperf_magics.store import Store, StoreError
@@ -395,10 +460,7 @@ def _gpu_count(model: Any) -> int:
 
     if isinstance(model, nn.DataParallel):
         return len(model.device_ids or []) or 1
-    if isinstance(model, nn.parallel.DistributedDataParallel):
-        import torch.distributed as dist
-
-        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    # A DistributedDataParallel rank drives one device; the job's count comes from the ranks.
     return 1
 
 

@@ -1,0 +1,101 @@
+"""Data-parallel jobs: real 2-process DDP training on the CPU (gloo), started as users start
+them (torchrun, torch.multiprocessing.spawn), each rank profiling its own loop.
+
+Nothing may hang: the job sets a 30 s process-group timeout, each job runs under a subprocess
+timeout, and each test under pytest-timeout.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gpuperf_magics as gm
+
+JOB = Path(__file__).parent / "jobs" / "ddp_mlp.py"
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.timeout(150)
+
+
+def run_job(store: Path, *args: str, torchrun: bool = True) -> subprocess.CompletedProcess:
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+        if torchrun else [sys.executable]
+    )
+    return subprocess.run(
+        [*launcher, str(JOB), str(store), *args],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+
+
+def hooks_report(proc: subprocess.CompletedProcess) -> dict[str, str]:
+    out = proc.stdout + proc.stderr
+    assert "model-hook-left" not in out
+    return dict(line.split()[1:3] for line in out.splitlines() if line.startswith("hooks-left"))
+
+
+def test_a_ddp_job_is_one_run_written_by_rank_0(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    proc = run_job(store, "--steps", "12", "--batch", "8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert hooks_report(proc) == {"0": "False", "1": "False"}
+    runs = gm.Store(store).runs()
+    assert len(runs) == 1
+    row = runs.iloc[0]
+    assert row["status"] == "ok" and row["network"] == "ddp-mlp"
+    assert row["iterations"] + row["warmup_iterations"] == 12
+    assert row["batch_size"] == 8  # samples per step of one process
+    assert row["world_size"] == 2 and row["global_batch_size"] == 2 * 8
+    assert row["gpu_count"] == 0  # the CPU
+    assert row["dist_backend"] == "gloo"
+    assert row["rank_slowest"] in (0, 1)
+    assert row["rank_median_max_s"] >= row["rank_median_min_s"] > 0
+    assert row["rank_spread"] == pytest.approx(
+        row["rank_median_max_s"] / row["rank_median_min_s"] - 1)
+    # The stored iterations are the slowest rank's: its median is the run's.
+    assert row["it_median_s"] == pytest.approx(row["rank_median_max_s"])
+    assert row["arch_params"] == 32 * 64 + 64 + 64 * 10 + 10
+    assert row["tags"] == {}
+
+
+def test_a_failed_rank_saves_its_partial_run_and_the_other_does_too(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    proc = run_job(store, "--fail-rank", "1", "--steps", "12")
+    assert proc.returncode != 0
+    assert hooks_report(proc) == {"0": "False", "1": "False"}
+    runs = gm.Store(store).runs().set_index(gm.Store(store).runs()["tags"].map(
+        lambda t: t.get("rank")))
+    assert sorted(runs.index) == ["0", "1"]
+    failed = runs.loc["1"]
+    assert failed["status"] == "failed" and "failed at step 5" in failed["error"]
+    assert failed["recorded_iterations"] == 5
+    assert failed["world_size"] == 2 and failed["rank"] == 1
+    assert pd_isna(failed["global_batch_size"])  # a rank alone does not know the job's
+    # Rank 0 lost its peer inside DDP's all-reduce (or was stopped by torchrun): its own run.
+    assert runs.loc["0"]["status"] in ("failed", "interrupted")
+    assert runs.loc["0"]["recorded_iterations"] >= 4
+
+
+def test_a_peer_failing_after_its_loop_never_hangs_the_exchange(tmp_path):
+    """torch.multiprocessing.spawn; rank 1 raises after its loop, before the exchange."""
+    store = tmp_path / "runs.sqlite"
+    proc = run_job(store, "--spawn", "2", "--fail-rank", "1", "--fail-after-loop",
+                   torchrun=False)
+    assert proc.returncode != 0
+    assert hooks_report(proc) == {"0": "False", "1": "False"}
+    runs = gm.Store(store).runs()
+    by_rank = {t["rank"]: row for t, (_, row) in zip(runs["tags"], runs.iterrows())}
+    assert sorted(by_rank) == ["0", "1"]
+    assert "after its loop" in by_rank["1"]["error"]
+    assert by_rank["0"]["status"] in ("failed", "interrupted")
+    assert all(row["recorded_iterations"] == 12 for row in by_rank.values())
+
+
+def pd_isna(value) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
