@@ -99,3 +99,38 @@ def pd_isna(value) -> bool:
     import pandas as pd
 
     return bool(pd.isna(value))
+
+
+def spawned_worker(rank: int, world: int) -> None:
+    """What a notebook's worker function does, minus the training (the point is that the
+    magic cannot see it)."""
+
+
+def test_a_cell_that_starts_workers_says_so_with_the_fix(ip, capsys, _isolated_store):
+    """The way accelerate's notebook_launcher and Lightning's ddp_notebook start workers:
+    torch.multiprocessing.start_processes with fork."""
+    ip.user_ns["spawned_worker"] = spawned_worker
+    ip.run_cell_magic(
+        "profile_training", "",
+        "import torch.multiprocessing as mp\n"
+        "mp.start_processes(spawned_worker, args=(2,), nprocs=2, start_method='fork')\n",
+    )
+    out = capsys.readouterr().out
+    assert "2 worker processes" in out and "spawned_worker" in out
+    assert "`with gpuperf_magics.profile_training():` around the loop in spawned_worker()" in out
+    assert gm.Store(_isolated_store).runs().empty
+    import multiprocessing.process
+
+    assert multiprocessing.process.BaseProcess.start.__module__ == "multiprocessing.process"
+
+
+def test_dataloader_workers_are_not_worker_processes_of_the_job():
+    import torch
+
+    data = torch.utils.data.TensorDataset(torch.randn(32, 4))
+    loader = torch.utils.data.DataLoader(data, batch_size=8, num_workers=1)
+    with gm.profile_training(save=False) as run:
+        batches = sum(1 for _ in loader)  # loads data, trains nothing
+    assert batches == 4
+    assert "no training iteration detected" in run.notes[0]
+    assert "worker process" not in run.notes[0]

@@ -148,6 +148,8 @@ class Recorder:
         self._example_from_eval = False  # the example came from an eval() call
         self.autocast = False
         self.loaders: dict[int, list[Any]] = {}  # id -> [loader, passes]
+        #: Functions of the worker processes the cell started (not DataLoader workers).
+        self.workers: list[str] = []
         self.events: list[tuple[Any, ...]] = []
         self._handles: list[Any] = []
         self._global_handles: list[Any] = []
@@ -196,6 +198,7 @@ class Recorder:
             ]
             self._patch_grad_scaler()
             self._patch_dataloader()
+            self._patch_process_start()
         except BaseException:
             self.close()
             raise
@@ -260,6 +263,28 @@ class Recorder:
 
         loader_cls.__iter__ = __iter__  # type: ignore[method-assign]
         self._restore.append(lambda: setattr(loader_cls, "__iter__", original))
+
+    def _patch_process_start(self) -> None:
+        """Notice worker processes the cell starts (``torch.multiprocessing.spawn``,
+        accelerate's ``notebook_launcher``, Lightning's ``ddp_notebook``): their training
+        happens where these hooks cannot see it. DataLoader workers are not counted."""
+        import multiprocessing.process as mp_process
+
+        cls = mp_process.BaseProcess
+        original = cls.start
+        workers = self.workers
+
+        def start(proc: Any) -> None:
+            target = getattr(proc, "_target", None)
+            if getattr(target, "__name__", "") != "_worker_loop":  # a DataLoader worker
+                args = getattr(proc, "_args", ())
+                if getattr(target, "__module__", "") == "torch.multiprocessing.spawn" and args:
+                    target = args[0]  # torch's _wrap(fn, rank, ...): the user's function
+                workers.append(_callable_name(target))
+            return original(proc)
+
+        cls.start = start  # type: ignore[method-assign,assignment]
+        self._restore.append(lambda: setattr(cls, "start", original))
 
     def _on_scaler_update(self) -> None:
         if self.primary is not None and self.clock is not None and self._active:
@@ -592,6 +617,12 @@ class Recorder:
             out["loader_batch_size"] = loader.batch_size
             out["dataloader_workers"] = loader.num_workers
         return out
+
+
+def _callable_name(fn: Any) -> str:
+    """``fn``'s name as a user wrote it (``train_worker``), through ``functools.partial``."""
+    fn = getattr(fn, "func", fn)
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
 
 
 def _samples_per_epoch(loader: Any) -> int | None:

@@ -513,6 +513,16 @@ def default_name(class_name: str, params: int | None) -> str:
 def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:
     if isinstance(error, SyntaxError):
         return f"the cell did not run ({type(error).__name__}); nothing was stored"
+    if rec.workers:
+        names = ", ".join(dict.fromkeys(rec.workers))
+        fn = rec.workers[0].split(".")[-1]
+        return (
+            f"the training ran in {len(rec.workers)} worker process"
+            f"{'es' if len(rec.workers) > 1 else ''} this cell started ({names}), where the "
+            "profiler cannot see it; nothing was stored. Profile inside the worker: put "
+            f"`with gpuperf_magics.profile_training():` around the loop in {fn}() (each rank "
+            "profiles, rank 0 saves one run for the job)"
+        )
     where = " before the first iteration ended" if status != "ok" else ""
     return (
         f"no training iteration detected{where}: no torch.optim optimizer stepped, no backward "
