@@ -161,6 +161,7 @@ class Recorder:
         self.raised_steps = 0
         self._depth = 0
         self._top: nn.Module | None = None
+        self._inner_autocast = False  # autocast seen inside the current top-level call
         self._top_token: int | None = None
         self._seen: dict[int, list[Any]] = {}  # id -> [module, calls, example, autocast]
         self._steps_since_update = 0
@@ -372,8 +373,15 @@ class Recorder:
     def _g_pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         depth = self._depth
         self._depth = depth + 1
-        if depth or not _is_grad_enabled():
+        if depth:
+            if self._top is not None and not self._inner_autocast:
+                # accelerate (and so the HF Trainer) enters autocast inside the model's
+                # forward, after any hook on the model itself: look one call deeper.
+                self._inner_autocast = _autocast_on()
             return
+        if not _is_grad_enabled():
+            return
+        self._inner_autocast = False
         if not any(p.requires_grad for p in module.parameters()):
             # A loss, a transform or a frozen extractor is never the model; it must not pick
             # the clock either (a CPU transform would time a CUDA model on the host).
@@ -404,7 +412,8 @@ class Recorder:
             # call's (a validation pass before the loop).
             calls = entry[1] if entry is not None else 0
             entry = self._seen[id(module)] = [module, calls, (tuple(args), dict(kwargs)),
-                                              _autocast_on(), not module.training]
+                                              _autocast_on() or self._inner_autocast,
+                                              not module.training]
         if not module.training:
             # Only a fallback (see FWD_EVAL); never enough to adopt a model by its calls.
             self.events.append((FWD_EVAL, self._top_token, _batch_of(args, kwargs),
@@ -575,12 +584,14 @@ class Recorder:
                 continue
             start_s = sec(prev) if prev is not None else 0.0
             fwds = [c for c in chunk if c[0] == FWD]
-            outside = [c[2] for c in fwds if not c[3]]
-            if outside:
-                samples = sum(b or 0 for b in outside) or None
-                micro = len(outside)
-            elif fwds:  # LBFGS-style: every forward ran inside step() on the same batch
-                samples, micro = fwds[0][2], 1
+            if fwds:
+                # Forwards inside step() run in a closure (LBFGS, Lightning): one batch
+                # however often the closure is evaluated. Forwards outside are micro-batches
+                # of their own (Lightning's accumulation runs the last one in the closure).
+                batches = [c[2] for c in fwds if not c[3]]
+                batches += [c[2] for c in fwds if c[3]][:1]
+                samples = sum(b or 0 for b in batches) or None
+                micro = len(batches)
             elif self.batch_sampled_steps is not None and records:
                 # After the sampled steps the model hook is gone: same batch as before.
                 samples, micro = records[-1].samples, records[-1].micro_batches or 0
