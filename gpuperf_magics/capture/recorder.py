@@ -189,8 +189,12 @@ class Recorder:
             # the graph with a warning at the clock read; under tracing the hooks hand over
             # to a Dynamo-disabled twin (a silent break). A disable wrapper on every eager
             # call would cost ~3 µs per step, so the eager path stays plain.
-            self._opt_pre_untraced = _dynamo_disabled(self._opt_pre)
-            self._opt_post_untraced = _dynamo_disabled(self._opt_post)
+            # Made now only if Dynamo is loaded already: importing it costs about 1 s, the
+            # whole start-up cost of a first profiled cell. A cell that compiles for the first
+            # time makes them at its first traced step (_untraced).
+            self._untraced_hooks: tuple[Callable[..., None], Callable[..., None]] | None = None
+            if "torch._dynamo" in sys.modules:
+                self._untraced()
             self._handles.append(optim_mod.register_optimizer_step_pre_hook(self._opt_pre_hook))
             self._handles.append(optim_mod.register_optimizer_step_post_hook(self._opt_post_hook))
             self._global_handles = [
@@ -296,7 +300,7 @@ class Recorder:
     # ------------------------------------------------------------------ optimizer hooks
     def _opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling():
-            return self._opt_pre_untraced(opt, args, kwargs)
+            return self._untraced()[0](opt, args, kwargs)
         if self._step_depth and not self._outer_step_running():
             # The outer step raised (and the loop caught it): torch skips post-hooks then,
             # so the counter stayed up and every later step would look nested.
@@ -306,6 +310,12 @@ class Recorder:
             # torch's step wrapper, alive for exactly as long as the outer step runs.
             self._step_frame = sys._getframe(1)
         self._opt_pre(opt, args, kwargs)
+
+    def _untraced(self) -> tuple[Callable[..., None], Callable[..., None]]:
+        if self._untraced_hooks is None:
+            self._untraced_hooks = (_dynamo_disabled(self._opt_pre),
+                                    _dynamo_disabled(self._opt_post))
+        return self._untraced_hooks
 
     def _outer_step_running(self) -> bool:
         """Whether the outer ``step`` call seen by the pre-hook is still on the stack
@@ -320,7 +330,7 @@ class Recorder:
 
     def _opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling():
-            return self._opt_post_untraced(opt, args, kwargs)
+            return self._untraced()[1](opt, args, kwargs)
         self._opt_post(opt, args, kwargs)
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
