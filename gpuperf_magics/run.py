@@ -16,7 +16,7 @@ from typing import Any
 __all__ = ["IterationRecord", "Run"]
 
 #: Phases of one iteration, in the order they happen, when ``--phases`` is on.
-PHASES = ("data", "forward", "loss", "backward", "other", "optimizer")
+PHASES = ("data", "forward", "loss", "backward", "sync", "other", "optimizer")
 
 
 @dataclass
@@ -35,8 +35,8 @@ class IterationRecord:
     warmup : bool
         Flagged as warm-up (allocations, compilation, cudnn autotuning); kept, not deleted.
     phases : dict or None
-        Seconds per phase (``data``, ``forward``, ``loss``, ``backward``, ``optimizer``)
-        when the run was made with ``--phases``.
+        Seconds per phase (``data``, ``forward``, ``loss``, ``backward``, ``optimizer``;
+        ``sync`` for DistributedDataParallel) when the run was made with ``--phases``.
     skipped_step : bool
         The optimizer step was skipped (AMP ``GradScaler`` found inf/NaN gradients).
     micro_batches : int or None

@@ -40,7 +40,7 @@ def hooks_report(proc: subprocess.CompletedProcess) -> dict[str, str]:
 
 def test_a_ddp_job_is_one_run_written_by_rank_0(tmp_path):
     store = tmp_path / "runs.sqlite"
-    proc = run_job(store, "--steps", "12", "--batch", "8")
+    proc = run_job(store, "--steps", "12", "--batch", "8", "--phases")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert hooks_report(proc) == {"0": "False", "1": "False"}
     runs = gm.Store(store).runs()
@@ -60,6 +60,12 @@ def test_a_ddp_job_is_one_run_written_by_rank_0(tmp_path):
     assert row["it_median_s"] == pytest.approx(row["rank_median_max_s"])
     assert row["arch_params"] == 32 * 64 + 64 + 64 * 10 + 10
     assert row["tags"] == {}
+    # --phases: the wait for DDP's gradient all-reduce after the backward pass is its own phase.
+    run = gm.Store(store).get_run(int(row["run_id"]))
+    for it in run.iterations[1:]:  # the first ran before the model (and its hooks) was known
+        assert set(it.phases) >= {"forward", "backward", "sync", "optimizer"}
+        assert sum(it.phases.values()) == pytest.approx(it.duration_s, rel=1e-6, abs=1e-9)
+    assert run.phase_medians()["sync"] > 0
 
 
 def test_a_failed_rank_saves_its_partial_run_and_the_other_does_too(tmp_path):

@@ -118,8 +118,10 @@ def _is_compiled_wrapper(module: nn.Module) -> bool:
 # FWD_EVAL: a call of the model in eval() mode with gradients on; it stands for FWD only when
 # the model never ran in train() mode (a loop that forgot model.train() after validation).
 # FWD_END_EVAL ends such a call (with --phases) and stands for FWD_END on the same terms.
-FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED, FWD_EVAL, FWD_END_EVAL = (
-    range(9))
+# SYNC_END (DistributedDataParallel with --phases): DDP's gradient all-reduce has been waited
+# for, at the end of its own end-of-backward callback, queued after the one marking BWD_END.
+(FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED, FWD_EVAL, FWD_END_EVAL,
+ SYNC_END) = range(10)
 
 
 class Recorder:
@@ -527,6 +529,14 @@ class Recorder:
     def _bwd_end(self) -> None:
         if self.clock is not None and self._active:
             self.events.append((BWD_END, self.clock.mark()))
+            if self.phases and isinstance(self.model, nn.parallel.DistributedDataParallel):
+                # DDP queues the wait for its all-reduce when the last bucket is ready, after
+                # this callback; one queued now runs after it: the un-hidden sync time.
+                torch.autograd.Variable._execution_engine.queue_callback(self._sync_end)
+
+    def _sync_end(self) -> None:
+        if self.clock is not None and self._active:
+            self.events.append((SYNC_END, self.clock.mark()))
 
     # ------------------------------------------------------------------ results
     @property
@@ -663,11 +673,14 @@ def _phases(
 
     ``data`` is the gap before each forward (loading, zero_grad), ``loss`` the gap from the
     forward's end to its backward, ``other`` from the last backward to the optimizer step.
+    A DDP model adds ``sync``: the gradient all-reduce wait after the backward pass.
     """
     out = dict.fromkeys(("data", "forward", "loss", "backward", "other", "optimizer"), 0.0)
+    if any(e[0] == SYNC_END for e in chunk):
+        out["sync"] = 0.0
     cursor, state = start, "other"
     gap_kind = {FWD: "data", BWD_START: "loss", STEP_START: "other"}
-    span_kind = {FWD_END: "forward", BWD_END: "backward"}
+    span_kind = {FWD_END: "forward", BWD_END: "backward", SYNC_END: "sync"}
     for e in chunk:
         code, token = e[0], e[1]
         if token is None:

@@ -1,7 +1,7 @@
 """A data-parallel job on the CPU (gloo) that the tests start with torchrun or spawn.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 tests/jobs/ddp_mlp.py \
-        STORE [--fail-rank R] [--fail-after-loop] [--steps N] [--batch B]
+        STORE [--fail-rank R] [--fail-after-loop] [--steps N] [--batch B] [--phases]
     python tests/jobs/ddp_mlp.py STORE --spawn 2 ...     # torch.multiprocessing.spawn
 
 Each rank profiles its own loop, as the README tells users to; rank R (if given) raises at
@@ -33,7 +33,7 @@ def hooks_left() -> bool:
 
 
 def train(store: str, fail_rank: int, steps: int, batch: int, after_loop: bool = False,
-          rank: int = -1, world: int = -1) -> None:
+          rank: int = -1, world: int = -1, phases: bool = False) -> None:
     torch.set_num_threads(1)
     # A short timeout: a test must never wait the default 30 minutes for a dead peer.
     # rank/world -1: from torchrun's environment.
@@ -46,7 +46,7 @@ def train(store: str, fail_rank: int, steps: int, batch: int, after_loop: bool =
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     try:
-        with gm.profile_training(name="ddp-mlp", store=store):
+        with gm.profile_training(name="ddp-mlp", store=store, phases=phases):
             for step in range(steps):
                 if rank == fail_rank and step == 5 and not after_loop:
                     raise RuntimeError(f"rank {rank} failed at step {step}")
@@ -64,7 +64,8 @@ def train(store: str, fail_rank: int, steps: int, batch: int, after_loop: bool =
 
 
 def spawned(rank: int, world: int, args: argparse.Namespace) -> None:
-    train(args.store, args.fail_rank, args.steps, args.batch, args.fail_after_loop, rank, world)
+    train(args.store, args.fail_rank, args.steps, args.batch, args.fail_after_loop, rank, world,
+          args.phases)
 
 
 def main() -> None:
@@ -75,6 +76,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--spawn", type=int, default=0, metavar="N")
+    parser.add_argument("--phases", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.spawn:
@@ -84,7 +86,8 @@ def main() -> None:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         torch.multiprocessing.spawn(spawned, args=(args.spawn, args), nprocs=args.spawn)
     else:
-        train(args.store, args.fail_rank, args.steps, args.batch, args.fail_after_loop)
+        train(args.store, args.fail_rank, args.steps, args.batch, args.fail_after_loop,
+              phases=args.phases)
 
 
 if __name__ == "__main__":
