@@ -11,15 +11,18 @@ rank 0 writes one run for the job:
 - ``hyper``: ``world_size`` and ``global_batch_size`` (samples per step over all ranks;
   ``batch_size`` stays the samples per step of one process);
 - ``quality``: ``rank_slowest``, ``rank_median_min_s``/``rank_median_max_s`` (the fastest
-  and slowest rank's median iteration) and ``rank_spread`` (max/min - 1).
+  and slowest rank's median iteration), ``rank_spread`` (max/min - 1) and ``dist_backend``.
 
 After an error no collective is called: a rank that failed would otherwise make the others
 wait for it until the process group's timeout. Each rank then saves its own partial run, tagged
-``rank=<r>``; a rank whose exchange fails (a peer died after its loop) does the same.
+``rank=<r>``; a rank whose exchange fails (a peer died after its loop) does the same, and so
+does a rank that a launcher stops with SIGTERM while it profiles (torchrun stops the others
+once one rank fails).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -90,12 +93,21 @@ def _device_key(device: Any) -> str | None:
     return f"{socket.gethostname()}/{uuid}"
 
 
-def exchange(mine: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every rank's summary, in rank order (one collective; call it only without error)."""
+def exchange(mine: dict[str, Any], device: Any = None) -> list[dict[str, Any]]:
+    """Every rank's summary, in rank order (one collective; call it only without error).
+
+    NCCL moves the pickled summaries through the current CUDA device: the model's, so that a
+    job that never called ``torch.cuda.set_device`` does not put every rank on device 0.
+    """
+    import torch
     import torch.distributed as dist
 
     out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, mine)
+    on_model_device: Any = contextlib.nullcontext()
+    if device is not None and getattr(device, "type", None) == "cuda":
+        on_model_device = torch.cuda.device(device)
+    with on_model_device:
+        dist.all_gather_object(out, mine)
     return out
 
 

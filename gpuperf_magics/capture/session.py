@@ -222,8 +222,10 @@ class ProfileSession:
         if not records:
             if job is not None and status == "ok":
                 # The other ranks wait for this one's figures: say there are none.
+                from gpuperf_magics.capture.recorder import _device_of
+
                 with contextlib.suppress(Exception):
-                    distributed.exchange(distributed.summary(run, None))
+                    distributed.exchange(distributed.summary(run, None), _device_of(rec.model))
             run.notes.append(_no_iteration_reason(rec, status, error))
             return run
         k = self.warmup if self.warmup is not None else auto_warmup(
@@ -318,8 +320,9 @@ class ProfileSession:
             # No collective after an error: the others would wait for this rank.
             self._rank_alone(job, f"this rank {run.status}")
             return
+        device = _device_of(rec.model)
         try:
-            ranks = distributed.exchange(distributed.summary(run, _device_of(rec.model)))
+            ranks = distributed.exchange(distributed.summary(run, device), device)
         except Exception as exc:  # a peer died after its loop, or the group timed out
             run.status = "failed"
             run.error = f"exchange between ranks failed: {type(exc).__name__}: {exc}"[:500]
