@@ -143,3 +143,50 @@ def test_tags_with_keys_of_mixed_types_are_stored(tmp_path):
     assert gm.Store(store).get_run(run.run_id).tags == {
         "1": "one", "lr": "0.01", "2.5": "added inside the block"}
 
+
+
+class CtrlCOnLen(torch.utils.data.Dataset):
+    """A dataset whose ``len()`` sends a real SIGINT once the loop is over: the capture asks
+    for it while it interprets the run, in the milliseconds before the run is kept."""
+
+    def __init__(self) -> None:
+        self.x, self.y = torch.randn(32, 32), torch.randint(0, 10, (32,))
+        self.loop_done = False
+
+    def __len__(self) -> int:
+        if self.loop_done:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+        return 32
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
+
+
+def test_a_real_ctrl_c_before_the_run_is_kept_waits_until_it_is(tmp_path):
+    import signal
+
+    store = tmp_path / "runs.sqlite"
+    data = CtrlCOnLen()
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    # Python's own handler (a harness may start pytest with SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), gm.profile_training(store=store) as run:
+            for x, y in loader:
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+            data.loop_done = True
+    finally:
+        data.loop_done = False
+        signal.signal(signal.SIGINT, previous)
+    assert len(run.iterations) == 4
+    assert run.run_id is not None  # held until kept, then raised: saved on the way out
+    assert any("post-processing stopped by KeyboardInterrupt" in n for n in run.notes)
+    assert signal.getsignal(signal.SIGINT) is previous

@@ -93,6 +93,39 @@ def _mode(values: list[int]) -> int | None:
     return Counter(values).most_common(1)[0][0] if values else None
 
 
+class _InterruptHold:
+    """Hold SIGINT (Ctrl-C, a kernel interrupt) until :meth:`release`, which says whether one
+    came. Only on the main thread and over Python's own handler; elsewhere a no-op."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self._previous: Any = None
+        self.pending = False
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            previous = signal.getsignal(signal.SIGINT)
+        except (ValueError, OSError):
+            return
+        if previous is not signal.default_int_handler:
+            return  # SIG_IGN, or a handler of the user's or the kernel's: left alone
+        self._previous = previous
+        signal.signal(signal.SIGINT, self._note)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def release(self) -> bool:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        return self.pending
+
+
 class ProfileSession:
     """Profile the training loop run inside a ``with`` block; the script twin of the magic.
 
@@ -211,6 +244,46 @@ class ProfileSession:
 
     def _finish(self, status: str, error: BaseException | None) -> Run:
         run, rec = self.run, self._recorder
+        # From the loop's end until the run is kept, a Ctrl-C waits: a few milliseconds of
+        # interpretation that would otherwise drop everything measured.
+        hold = _InterruptHold()
+        try:
+            job, kept = self._keep(status, error)
+        finally:
+            interrupted = hold.release()
+        if not kept:
+            if interrupted:
+                raise KeyboardInterrupt
+            if job is not None and status == "ok":
+                # The other ranks wait for this one's figures: say there are none.
+                from gpuperf_magics.capture import distributed
+                from gpuperf_magics.capture.recorder import _device_of
+
+                with contextlib.suppress(Exception):
+                    distributed.exchange(distributed.summary(run, None), _device_of(rec.model))
+            return run
+        try:
+            if interrupted:
+                raise KeyboardInterrupt
+            self._post_process(rec, job)
+        except BaseException as exc:  # Ctrl-C while describing: save what was measured
+            run.notes.append(
+                f"post-processing stopped by {type(exc).__name__}: architecture or hardware "
+                "figures may be missing"
+            )
+            if self.save and not self._left_to_rank0:
+                self._save()
+            raise
+        if self.save and not self._left_to_rank0:
+            self._save()
+        elif self._left_to_rank0:
+            _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
+        return run
+
+    def _keep(self, status: str, error: BaseException | None) -> tuple[Any, bool]:
+        """Interpret the timings and keep the run (in unsaved_runs() until saved); returns
+        the data-parallel job (or None) and whether there was a run to keep."""
+        run, rec = self.run, self._recorder
         run.status = status
         if error is not None:
             run.error = f"{type(error).__name__}: {error}"[:500]
@@ -220,14 +293,8 @@ class ProfileSession:
 
         job = distributed.current_job()
         if not records:
-            if job is not None and status == "ok":
-                # The other ranks wait for this one's figures: say there are none.
-                from gpuperf_magics.capture.recorder import _device_of
-
-                with contextlib.suppress(Exception):
-                    distributed.exchange(distributed.summary(run, None), _device_of(rec.model))
             run.notes.append(_no_iteration_reason(rec, status, error))
-            return run
+            return job, False
         k = self.warmup if self.warmup is not None else auto_warmup(
             [r.duration_s for r in records]
         )
@@ -247,21 +314,7 @@ class ProfileSession:
             # the exchange between ranks, the store write): a second Ctrl-C or a failure there
             # leaves the run in unsaved_runs(), never lost. A successful save takes it out.
             _UNSAVED.append(run)
-        try:
-            self._post_process(rec, job)
-        except BaseException as exc:  # Ctrl-C while describing: save what was measured
-            run.notes.append(
-                f"post-processing stopped by {type(exc).__name__}: architecture or hardware "
-                "figures may be missing"
-            )
-            if self.save and not self._left_to_rank0:
-                self._save()
-            raise
-        if self.save and not self._left_to_rank0:
-            self._save()
-        elif self._left_to_rank0:
-            _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
-        return run
+        return job, True
 
     def _post_process(self, rec: Any, job: Any) -> None:
         """Everything after the timings that may take long or fail: the exchange between
