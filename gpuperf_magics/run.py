@@ -280,10 +280,10 @@ class Run:
             mb = self.hyper.get("micro_batches")
             if mb and mb > 1:
                 parts[-1] += f" ({mb}×{self.hyper.get('micro_batch_size')})"
-        world = self.hyper.get("world_size") or 1
+        world = self.quality.get("world_size") or 1
         if world > 1:
-            rank = self.hyper.get("rank")
-            glob = self.hyper.get("global_batch_size")
+            rank = self.quality.get("rank")
+            glob = self.quality.get("global_batch_size")
             parts.append(f"rank {rank} of {world}" if rank is not None else
                          f"{world} ranks" + (f" (global batch {glob})" if glob else ""))
         sps = self.samples_per_s
@@ -321,14 +321,15 @@ class Run:
             rows.append(("steady time", f"{self.time_s:.3f} s over {len(self.steady)} it"))
         if self.batch_size:
             rows.append(("batch size", str(self.batch_size)))
-        if (self.hyper.get("world_size") or 1) > 1:
-            bits = [f"ranks {self.hyper['world_size']}"]
-            if self.hyper.get("global_batch_size"):
-                bits.append(f"global batch {self.hyper['global_batch_size']}")
-            if self.hyper.get("rank") is not None:
-                bits.append(f"saved by rank {self.hyper['rank']} alone")
-            if self.quality.get("rank_spread") is not None:
-                bits.append(f"rank spread {self.quality['rank_spread']:.1%}")
+        q = self.quality
+        if (q.get("world_size") or 1) > 1:
+            bits = [f"ranks {q['world_size']}"]
+            if q.get("global_batch_size"):
+                bits.append(f"global batch {q['global_batch_size']}")
+            if q.get("rank") is not None:
+                bits.append(f"saved by rank {q['rank']} alone")
+            if q.get("rank_spread") is not None:
+                bits.append(f"rank spread {q['rank_spread']:.1%}")
             rows.append(("data parallel", ", ".join(bits)))
         if self.samples_per_s:
             rows.append(("throughput", f"{self.samples_per_s:,.1f} samples/s"))

@@ -68,6 +68,33 @@ def test_a_ddp_job_is_one_run_written_by_rank_0(tmp_path):
     assert run.phase_medians()["sync"] > 0
 
 
+def test_a_store_mixing_job_and_single_process_runs_still_predicts(tmp_path):
+    """The job's figures are measurement conditions to the predictor (how they enter a
+    prediction is its own business): a store with both kinds of run still answers."""
+    import torch
+    from torch import nn
+
+    from gpuperf_magics.predict import predict_time
+
+    store = tmp_path / "runs.sqlite"
+    proc = run_job(store, "--steps", "8", "--batch", "8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+    for batch in (8, 16):
+        with gm.profile_training(name="ddp-mlp", store=store):
+            for _ in range(8):
+                opt.zero_grad()
+                nn.functional.cross_entropy(net(torch.randn(batch, 32)),
+                                            torch.randint(0, 10, (batch,))).backward()
+                opt.step()
+    runs = gm.Store(store).runs()
+    assert sorted(runs["world_size"]) == [1, 1, 2]
+    prediction = predict_time(store, "ddp-mlp", batch_sizes=[32], iterations=100)
+    assert len(prediction.frame) >= 1
+
+
 def test_a_failed_rank_saves_its_partial_run_and_the_other_does_too(tmp_path):
     store = tmp_path / "runs.sqlite"
     proc = run_job(store, "--fail-rank", "1", "--steps", "12")

@@ -41,7 +41,7 @@ def test_a_caught_exception_inside_step_leaves_every_later_step_counted():
     # 50 steps, one raised: its forward and backward belong to the next iteration.
     assert run.status == "ok" and len(run.iterations) == 49
     assert run.batch_size == 8
-    assert run.hyper["raised_steps"] == 1
+    assert run.quality["raised_steps"] == 1
     assert any("raised" in note for note in run.notes)
     assert_no_hooks_left(model)
 
@@ -65,7 +65,7 @@ def test_a_closure_that_raises_inside_step_is_not_a_nested_step():
             with contextlib.suppress(FloatingPointError):  # the loop skips a bad batch
                 opt.step(closure)
     assert len(run.iterations) == 19
-    assert run.hyper["raised_steps"] == 1
+    assert run.quality["raised_steps"] == 1
 
 
 class MetaShy(nn.Module):

@@ -8,10 +8,10 @@ rank 0 writes one run for the job:
 
 - its iterations are those of the slowest rank (the job advances at that pace);
 - ``gpu_count`` is the number of distinct CUDA devices the ranks used (0 on the CPU);
-- ``hyper``: ``world_size`` and ``global_batch_size`` (samples per step over all ranks;
-  ``batch_size`` stays the samples per step of one process);
-- ``quality``: ``rank_slowest``, ``rank_median_min_s``/``rank_median_max_s`` (the fastest
-  and slowest rank's median iteration), ``rank_spread`` (max/min - 1) and ``dist_backend``.
+- ``quality``: ``world_size`` and ``global_batch_size`` (samples per step over all ranks;
+  ``batch_size`` stays the samples per step of one process), ``rank_slowest``,
+  ``rank_median_min_s``/``rank_median_max_s`` (the fastest and slowest rank's median
+  iteration), ``rank_spread`` (max/min - 1) and ``dist_backend``.
 
 After an error no collective is called: a rank that failed would otherwise make the others
 wait for it until the process group's timeout. Each rank then saves its own partial run, tagged
@@ -126,8 +126,8 @@ def merge(run: Any, ranks: list[dict[str, Any]], job: Job) -> int:
             rank_spread=(slowest_s / fastest_s - 1.0) if fastest_s > 0 else None,
         )
     batches = [r["batch_size"] for r in ranks]
-    run.hyper["world_size"] = job.world_size
-    run.hyper["global_batch_size"] = (
+    run.quality["world_size"] = job.world_size
+    run.quality["global_batch_size"] = (
         sum(batches) if all(b is not None for b in batches) else None
     )
     run.quality["dist_backend"] = job.backend

@@ -635,8 +635,6 @@ class Recorder:
                 f"{name}×{count}" for name, count in self.other_steps.items()
             )
         out["skipped_steps"] = sum(1 for e in self.events if e[0] == SKIPPED)
-        if self.raised_steps:
-            out["raised_steps"] = self.raised_steps
         if self.loaders:
             loader, passes = max(
                 self.loaders.values(), key=lambda e: (e[1], _safe_len(e[0].dataset) or 0)

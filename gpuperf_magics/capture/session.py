@@ -340,7 +340,7 @@ class ProfileSession:
         skipped = run.hyper.get("skipped_steps")
         if skipped:
             run.notes.append(f"{skipped} optimizer steps skipped by AMP")
-        raised = run.hyper.get("raised_steps")
+        raised = run.quality.get("raised_steps")
         if raised:
             run.notes.append(f"{raised} optimizer step{'s' if raised > 1 else ''} raised and "
                              "the loop went on: each is part of the next iteration")
@@ -362,6 +362,8 @@ class ProfileSession:
         q["batch_sampled_steps"] = rec.batch_sampled_steps
         q["sync"] = self.sync
         q["phases"] = self.phases
+        if rec.raised_steps:
+            q["raised_steps"] = rec.raised_steps
 
     def _join_job(self, rec: Any, job: Any) -> None:
         """One run per data-parallel job (see :mod:`~gpuperf_magics.capture.distributed`)."""
@@ -390,8 +392,7 @@ class ProfileSession:
         """A rank's own partial run, tagged with its rank, without the others' figures."""
         run = self.run
         run.tags["rank"] = str(job.rank)
-        run.hyper.update(rank=job.rank, world_size=job.world_size)
-        run.hyper.pop("global_batch_size", None)
+        run.quality.update(rank=job.rank, world_size=job.world_size, global_batch_size=None)
         run.notes.append(f"rank {job.rank} of {job.world_size} saved alone ({why}): its own "
                          "figures, not the job's")
 
@@ -414,10 +415,9 @@ class ProfileSession:
             "iterations_per_epoch"
         ):
             hyper["total_iterations"] = int(hyper["epochs"] * hyper["iterations_per_epoch"])
-        hyper.setdefault("world_size", 1)
-        if run.batch_size:
-            hyper.setdefault("global_batch_size", run.batch_size)
         run.hyper = hyper
+        run.quality.setdefault("world_size", 1)
+        run.quality.setdefault("global_batch_size", run.batch_size)
         model = rec.model
         if model is None:
             run.network = run.network or "training"
