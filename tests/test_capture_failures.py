@@ -7,10 +7,10 @@ import contextlib
 
 import pytest
 import torch
+from test_capture import assert_no_hooks_left, mlp, train
 from torch import nn
 
 import gpuperf_magics as gm
-from tests.test_capture import assert_no_hooks_left, mlp, train
 
 
 class FlakySGD(torch.optim.SGD):
