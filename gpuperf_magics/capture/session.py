@@ -153,6 +153,12 @@ class ProfileSession:
 
     The ``with`` block's target is the :class:`~gpuperf_magics.run.Run`, filled in when the
     block exits; exceptions are never swallowed (the partial run is kept with its status).
+    Nothing after the loop loses the run: it is kept before the FLOP count, hardware detection
+    and the save begin (see :func:`unsaved_runs`).
+
+    In a data-parallel job (``DistributedDataParallel`` under torchrun or
+    ``torch.multiprocessing``) use it in every rank: rank 0 saves one run for the job, and a
+    failed rank saves its own partial run (:mod:`gpuperf_magics.capture.distributed`).
 
     Examples
     --------
