@@ -167,3 +167,28 @@ def test_dataloader_workers_are_not_worker_processes_of_the_job():
     assert batches == 4
     assert "no training iteration detected" in run.notes[0]
     assert "worker process" not in run.notes[0]
+
+
+def test_merge_counts_distinct_devices_and_keeps_the_slowest_ranks_iterations():
+    """The merge of the ranks' summaries as rank 0 does it, for device layouts this machine
+    cannot run (one GPU per rank on two hosts, two ranks sharing a GPU)."""
+    from gpuperf_magics.capture.distributed import Job, merge
+    from gpuperf_magics.run import IterationRecord, Run
+
+    def summary(seconds, device, batch=8):
+        its = [IterationRecord(i, seconds, batch, warmup=i == 0) for i in range(5)]
+        return {"status": "ok", "iterations": its, "batch_size": batch,
+                "median_s": seconds, "device": device}
+
+    ranks = [summary(0.010, "a/GPU-0"), summary(0.012, "a/GPU-1"), summary(0.011, "b/GPU-0"),
+             summary(0.010, "b/GPU-0")]
+    run = Run("job", iterations=ranks[0]["iterations"], batch_size=8)
+    gpus = merge(run, ranks, Job(0, 4, "nccl"))
+    assert gpus == 3  # host b's GPU-0 is shared by two ranks
+    assert run.iterations is not ranks[0]["iterations"]
+    assert run.median_s == 0.012 and run.quality["rank_slowest"] == 1
+    assert run.quality["global_batch_size"] == 32 and run.quality["world_size"] == 4
+    assert run.quality["rank_spread"] == pytest.approx(0.2)
+    cpu = Run("job", batch_size=8)
+    assert merge(cpu, [summary(0.01, None), summary(0.02, None, batch=4)], Job(0, 2, "gloo")) == 0
+    assert cpu.quality["global_batch_size"] == 12
