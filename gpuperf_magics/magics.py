@@ -204,18 +204,24 @@ class GpuPerf(Magics):
         outer = shell.displayhook.exec_result
         run = session.__enter__()
         error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
+        late: BaseException | None = None
         try:
             inner = shell.run_cell(cell, store_history=False)
             error = inner.error_before_exec or inner.error_in_exec
         finally:
             shell.displayhook.exec_result = outer
-            session.stop(error)
+            try:
+                session.stop(error)
+            except BaseException as exc:  # e.g. a second Ctrl-C while the run is described
+                late = exc  # the run is saved or in unsaved_runs(); show it, then this
             if error is not None and outer is not None:
                 outer.error_in_exec = error
         if not opts.quiet:
             print(run.summary_line())
         if opts.variable:
             shell.user_ns[opts.variable] = run
+        if late is not None:
+            raise late
         if error is not None and outer is None and not isinstance(error, SyntaxError):
             # Called from code (run_cell_magic), not from a cell: the caller must see it.
             raise error

@@ -16,7 +16,7 @@ from typing import Any
 __all__ = ["IterationRecord", "Run"]
 
 #: Phases of one iteration, in the order they happen, when ``--phases`` is on.
-PHASES = ("data", "forward", "loss", "backward", "other", "optimizer")
+PHASES = ("data", "forward", "loss", "backward", "sync", "other", "optimizer")
 
 
 @dataclass
@@ -35,8 +35,8 @@ class IterationRecord:
     warmup : bool
         Flagged as warm-up (allocations, compilation, cudnn autotuning); kept, not deleted.
     phases : dict or None
-        Seconds per phase (``data``, ``forward``, ``loss``, ``backward``, ``optimizer``)
-        when the run was made with ``--phases``.
+        Seconds per phase (``data``, ``forward``, ``loss``, ``backward``, ``optimizer``;
+        ``sync`` for DistributedDataParallel) when the run was made with ``--phases``.
     skipped_step : bool
         The optimizer step was skipped (AMP ``GradScaler`` found inf/NaN gradients).
     micro_batches : int or None
@@ -280,6 +280,12 @@ class Run:
             mb = self.hyper.get("micro_batches")
             if mb and mb > 1:
                 parts[-1] += f" ({mb}×{self.hyper.get('micro_batch_size')})"
+        world = self.quality.get("world_size") or 1
+        if world > 1:
+            rank = self.quality.get("rank")
+            glob = self.quality.get("global_batch_size")
+            parts.append(f"rank {rank} of {world}" if rank is not None else
+                         f"{world} ranks" + (f" (global batch {glob})" if glob else ""))
         sps = self.samples_per_s
         if sps:
             parts.append(f"{sps:,.0f} samples/s")
@@ -315,6 +321,16 @@ class Run:
             rows.append(("steady time", f"{self.time_s:.3f} s over {len(self.steady)} it"))
         if self.batch_size:
             rows.append(("batch size", str(self.batch_size)))
+        q = self.quality
+        if (q.get("world_size") or 1) > 1:
+            bits = [f"ranks {q['world_size']}"]
+            if q.get("global_batch_size"):
+                bits.append(f"global batch {q['global_batch_size']}")
+            if q.get("rank") is not None:
+                bits.append(f"saved by rank {q['rank']} alone")
+            if q.get("rank_spread") is not None:
+                bits.append(f"rank spread {q['rank_spread']:.1%}")
+            rows.append(("data parallel", ", ".join(bits)))
         if self.samples_per_s:
             rows.append(("throughput", f"{self.samples_per_s:,.1f} samples/s"))
         for name, value in self.phase_medians().items():

@@ -790,3 +790,17 @@ def test_a_run_under_torchs_newer_tf32_api_is_saved(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "True"]
+
+
+def test_starting_a_capture_does_not_import_dynamo():
+    """Importing torch._dynamo costs about a second: a first profiled cell must not pay it for
+    the hooks (a cell that compiles imports it itself, and its traced steps still count)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, gpuperf_magics as gm\n"
+            "s = gm.profile_training(save=False); s.__enter__()\n"
+            "print('torch._dynamo' in sys.modules); s.stop()\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split() == ["False"]

@@ -77,3 +77,17 @@ def test_subpackages_are_attributes_of_the_package():
 
     assert callable(gm.datasets.fetch_sia2023)
     assert "datasets" in dir(gm)
+
+
+def test_a_data_parallel_run_says_how_many_ranks():
+    from gpuperf_magics.run import IterationRecord, Run
+
+    its = [IterationRecord(i, 0.01, 8) for i in range(4)]
+    job = Run("ddp", iterations=its, batch_size=8,
+              quality={"world_size": 2, "global_batch_size": 16, "rank_spread": 0.05})
+    assert "batch 8 · 2 ranks (global batch 16)" in job.summary_line()
+    assert ("data parallel", "ranks 2, global batch 16, rank spread 5.0%") in job.table()
+    alone = Run("ddp", iterations=its, batch_size=8, quality={"world_size": 2, "rank": 1})
+    assert "batch 8 · rank 1 of 2" in alone.summary_line()
+    single = Run("mlp", iterations=its, batch_size=8, quality={"world_size": 1})
+    assert "rank" not in single.summary_line()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import itertools
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Callable
@@ -117,8 +118,10 @@ def _is_compiled_wrapper(module: nn.Module) -> bool:
 # FWD_EVAL: a call of the model in eval() mode with gradients on; it stands for FWD only when
 # the model never ran in train() mode (a loop that forgot model.train() after validation).
 # FWD_END_EVAL ends such a call (with --phases) and stands for FWD_END on the same terms.
-FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED, FWD_EVAL, FWD_END_EVAL = (
-    range(9))
+# SYNC_END (DistributedDataParallel with --phases): DDP's gradient all-reduce has been waited
+# for, at the end of its own end-of-backward callback, queued after the one marking BWD_END.
+(FWD, FWD_END, BWD_START, BWD_END, STEP_START, STEP_END, SKIPPED, FWD_EVAL, FWD_END_EVAL,
+ SYNC_END) = range(10)
 
 
 class Recorder:
@@ -147,14 +150,20 @@ class Recorder:
         self._example_from_eval = False  # the example came from an eval() call
         self.autocast = False
         self.loaders: dict[int, list[Any]] = {}  # id -> [loader, passes]
+        #: Functions of the worker processes the cell started (not DataLoader workers).
+        self.workers: list[str] = []
         self.events: list[tuple[Any, ...]] = []
         self._handles: list[Any] = []
         self._global_handles: list[Any] = []
         self._model_handles: list[Any] = []
         self._restore: list[Callable[[], None]] = []
         self._step_depth = 0
+        self._step_frame: Any = None
+        #: Optimizer steps that raised (caught by the loop): not iterations of their own.
+        self.raised_steps = 0
         self._depth = 0
         self._top: nn.Module | None = None
+        self._inner_autocast = False  # autocast seen inside the current top-level call
         self._top_token: int | None = None
         self._seen: dict[int, list[Any]] = {}  # id -> [module, calls, example, autocast]
         self._steps_since_update = 0
@@ -182,8 +191,12 @@ class Recorder:
             # the graph with a warning at the clock read; under tracing the hooks hand over
             # to a Dynamo-disabled twin (a silent break). A disable wrapper on every eager
             # call would cost ~3 µs per step, so the eager path stays plain.
-            self._opt_pre_untraced = _dynamo_disabled(self._opt_pre)
-            self._opt_post_untraced = _dynamo_disabled(self._opt_post)
+            # Made now only if Dynamo is loaded already: importing it costs about 1 s, the
+            # whole start-up cost of a first profiled cell. A cell that compiles for the first
+            # time makes them at its first traced step (_untraced).
+            self._untraced_hooks: tuple[Callable[..., None], Callable[..., None]] | None = None
+            if "torch._dynamo" in sys.modules:
+                self._untraced()
             self._handles.append(optim_mod.register_optimizer_step_pre_hook(self._opt_pre_hook))
             self._handles.append(optim_mod.register_optimizer_step_post_hook(self._opt_post_hook))
             self._global_handles = [
@@ -192,6 +205,7 @@ class Recorder:
             ]
             self._patch_grad_scaler()
             self._patch_dataloader()
+            self._patch_process_start()
         except BaseException:
             self.close()
             raise
@@ -257,6 +271,28 @@ class Recorder:
         loader_cls.__iter__ = __iter__  # type: ignore[method-assign]
         self._restore.append(lambda: setattr(loader_cls, "__iter__", original))
 
+    def _patch_process_start(self) -> None:
+        """Notice worker processes the cell starts (``torch.multiprocessing.spawn``,
+        accelerate's ``notebook_launcher``, Lightning's ``ddp_notebook``): their training
+        happens where these hooks cannot see it. DataLoader workers are not counted."""
+        import multiprocessing.process as mp_process
+
+        cls = mp_process.BaseProcess
+        original = cls.start
+        workers = self.workers
+
+        def start(proc: Any) -> None:
+            target = getattr(proc, "_target", None)
+            if getattr(target, "__name__", "") != "_worker_loop":  # a DataLoader worker
+                args = getattr(proc, "_args", ())
+                if getattr(target, "__module__", "") == "torch.multiprocessing.spawn" and args:
+                    target = args[0]  # torch's _wrap(fn, rank, ...): the user's function
+                workers.append(_callable_name(target))
+            return original(proc)
+
+        cls.start = start  # type: ignore[method-assign,assignment]
+        self._restore.append(lambda: setattr(cls, "start", original))
+
     def _on_scaler_update(self) -> None:
         if self.primary is not None and self.clock is not None and self._active:
             if self._steps_since_update == 0:
@@ -266,12 +302,37 @@ class Recorder:
     # ------------------------------------------------------------------ optimizer hooks
     def _opt_pre_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling():
-            return self._opt_pre_untraced(opt, args, kwargs)
+            return self._untraced()[0](opt, args, kwargs)
+        if self._step_depth and not self._outer_step_running():
+            # The outer step raised (and the loop caught it): torch skips post-hooks then,
+            # so the counter stayed up and every later step would look nested.
+            self._step_depth = 0
+            self.raised_steps += 1
+        if not self._step_depth:
+            # torch's step wrapper, alive for exactly as long as the outer step runs.
+            self._step_frame = sys._getframe(1)
         self._opt_pre(opt, args, kwargs)
+
+    def _untraced(self) -> tuple[Callable[..., None], Callable[..., None]]:
+        if self._untraced_hooks is None:
+            self._untraced_hooks = (_dynamo_disabled(self._opt_pre),
+                                    _dynamo_disabled(self._opt_post))
+        return self._untraced_hooks
+
+    def _outer_step_running(self) -> bool:
+        """Whether the outer ``step`` call seen by the pre-hook is still on the stack
+        (only asked for nested calls, so its few µs never touch a plain step)."""
+        outer = self._step_frame
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            if frame is outer:
+                return True
+            frame = frame.f_back
+        return False
 
     def _opt_post_hook(self, opt: Any, args: Any, kwargs: Any) -> None:
         if _is_compiling():
-            return self._opt_post_untraced(opt, args, kwargs)
+            return self._untraced()[1](opt, args, kwargs)
         self._opt_post(opt, args, kwargs)
 
     def _opt_pre(self, opt: Any, args: Any, kwargs: Any) -> None:
@@ -282,9 +343,10 @@ class Recorder:
             self.events.append((STEP_START, self.clock.mark()))
 
     def _opt_post(self, opt: Any, args: Any, kwargs: Any) -> None:
-        self._step_depth -= 1
+        self._step_depth = max(self._step_depth - 1, 0)
         if self._step_depth:
             return  # a nested super().step(): the outer call ends the step
+        self._step_frame = None  # do not keep the step's locals alive
         if self.primary is None:
             self._choose_primary(opt)
         elif opt is not self.primary:
@@ -323,8 +385,15 @@ class Recorder:
     def _g_pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
         depth = self._depth
         self._depth = depth + 1
-        if depth or not _is_grad_enabled():
+        if depth:
+            if self._top is not None and not self._inner_autocast:
+                # accelerate (and so the HF Trainer) enters autocast inside the model's
+                # forward, after any hook on the model itself: look one call deeper.
+                self._inner_autocast = _autocast_on()
             return
+        if not _is_grad_enabled():
+            return
+        self._inner_autocast = False
         if not any(p.requires_grad for p in module.parameters()):
             # A loss, a transform or a frozen extractor is never the model; it must not pick
             # the clock either (a CPU transform would time a CUDA model on the host).
@@ -355,7 +424,8 @@ class Recorder:
             # call's (a validation pass before the loop).
             calls = entry[1] if entry is not None else 0
             entry = self._seen[id(module)] = [module, calls, (tuple(args), dict(kwargs)),
-                                              _autocast_on(), not module.training]
+                                              _autocast_on() or self._inner_autocast,
+                                              not module.training]
         if not module.training:
             # Only a fallback (see FWD_EVAL); never enough to adopt a model by its calls.
             self.events.append((FWD_EVAL, self._top_token, _batch_of(args, kwargs),
@@ -459,6 +529,14 @@ class Recorder:
     def _bwd_end(self) -> None:
         if self.clock is not None and self._active:
             self.events.append((BWD_END, self.clock.mark()))
+            if self.phases and isinstance(self.model, nn.parallel.DistributedDataParallel):
+                # DDP queues the wait for its all-reduce when the last bucket is ready, after
+                # this callback; one queued now runs after it: the un-hidden sync time.
+                torch.autograd.Variable._execution_engine.queue_callback(self._sync_end)
+
+    def _sync_end(self) -> None:
+        if self.clock is not None and self._active:
+            self.events.append((SYNC_END, self.clock.mark()))
 
     # ------------------------------------------------------------------ results
     @property
@@ -526,12 +604,14 @@ class Recorder:
                 continue
             start_s = sec(prev) if prev is not None else 0.0
             fwds = [c for c in chunk if c[0] == FWD]
-            outside = [c[2] for c in fwds if not c[3]]
-            if outside:
-                samples = sum(b or 0 for b in outside) or None
-                micro = len(outside)
-            elif fwds:  # LBFGS-style: every forward ran inside step() on the same batch
-                samples, micro = fwds[0][2], 1
+            if fwds:
+                # Forwards inside step() run in a closure (LBFGS, Lightning): one batch
+                # however often the closure is evaluated. Forwards outside are micro-batches
+                # of their own (Lightning's accumulation runs the last one in the closure).
+                batches = [c[2] for c in fwds if not c[3]]
+                batches += [c[2] for c in fwds if c[3]][:1]
+                samples = sum(b or 0 for b in batches) or None
+                micro = len(batches)
             elif self.batch_sampled_steps is not None and records:
                 # After the sampled steps the model hook is gone: same batch as before.
                 samples, micro = records[-1].samples, records[-1].micro_batches or 0
@@ -568,6 +648,12 @@ class Recorder:
         return out
 
 
+def _callable_name(fn: Any) -> str:
+    """``fn``'s name as a user wrote it (``train_worker``), through ``functools.partial``."""
+    fn = getattr(fn, "func", fn)
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+
+
 def _samples_per_epoch(loader: Any) -> int | None:
     """Samples one pass of ``loader`` visits: its sampler's length (a subset, a distributed
     shard), else the dataset's. A custom batch sampler is asked for its own sampler."""
@@ -585,11 +671,14 @@ def _phases(
 
     ``data`` is the gap before each forward (loading, zero_grad), ``loss`` the gap from the
     forward's end to its backward, ``other`` from the last backward to the optimizer step.
+    A DDP model adds ``sync``: the gradient all-reduce wait after the backward pass.
     """
     out = dict.fromkeys(("data", "forward", "loss", "backward", "other", "optimizer"), 0.0)
+    if any(e[0] == SYNC_END for e in chunk):
+        out["sync"] = 0.0
     cursor, state = start, "other"
     gap_kind = {FWD: "data", BWD_START: "loss", STEP_START: "other"}
-    span_kind = {FWD_END: "forward", BWD_END: "backward"}
+    span_kind = {FWD_END: "forward", BWD_END: "backward", SYNC_END: "sync"}
     for e in chunk:
         code, token = e[0], e[1]
         if token is None:

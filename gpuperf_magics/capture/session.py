@@ -7,6 +7,7 @@ architecture description (FLOPs), and the store write.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 import os
@@ -92,6 +93,39 @@ def _mode(values: list[int]) -> int | None:
     return Counter(values).most_common(1)[0][0] if values else None
 
 
+class _InterruptHold:
+    """Hold SIGINT (Ctrl-C, a kernel interrupt) until :meth:`release`, which says whether one
+    came. Only on the main thread and over Python's own handler; elsewhere a no-op."""
+
+    def __init__(self) -> None:
+        import signal
+        import threading
+
+        self._previous: Any = None
+        self.pending = False
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            previous = signal.getsignal(signal.SIGINT)
+        except (ValueError, OSError):
+            return
+        if previous is not signal.default_int_handler:
+            return  # SIG_IGN, or a handler of the user's or the kernel's: left alone
+        self._previous = previous
+        signal.signal(signal.SIGINT, self._note)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def release(self) -> bool:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+        return self.pending
+
+
 class ProfileSession:
     """Profile the training loop run inside a ``with`` block; the script twin of the magic.
 
@@ -119,6 +153,12 @@ class ProfileSession:
 
     The ``with`` block's target is the :class:`~gpuperf_magics.run.Run`, filled in when the
     block exits; exceptions are never swallowed (the partial run is kept with its status).
+    Nothing after the loop loses the run: it is kept before the FLOP count, hardware detection
+    and the save begin (see :func:`unsaved_runs`).
+
+    In a data-parallel job (``DistributedDataParallel`` under torchrun or
+    ``torch.multiprocessing``) use it in every rank: rank 0 saves one run for the job, and a
+    failed rank saves its own partial run (:mod:`gpuperf_magics.capture.distributed`).
 
     Examples
     --------
@@ -157,12 +197,18 @@ class ProfileSession:
         self.sync = sync
         self.phases = phases
         self.save = save
-        self.run = Run(network=name or "", status="running", tags=dict(tags or {}))
+        # Keys as text: the store writes tags as JSON with sorted keys, which mixed key types
+        # (``{1: "a", "b": "c"}``) would break at save time, after the training.
+        self.run = Run(network=name or "", status="running",
+                       tags={str(k): v for k, v in (tags or {}).items()})
         if epochs is not None:
             self.run.hyper["epochs"] = epochs
         if total_iterations is not None:
             self.run.hyper["total_iterations"] = total_iterations
         self._recorder: Any = None
+        self._undo_sigterm: Any = None
+        self._job_gpus: int | None = None  # CUDA devices of the whole job, from the merge
+        self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
 
     def __enter__(self) -> Run:
         from gpuperf_magics.capture.recorder import Recorder
@@ -170,6 +216,10 @@ class ProfileSession:
         self.run.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.run.quality["load_avg_start"] = _load_avg()
         self._cpu = _CpuClockSample()
+        from gpuperf_magics.capture import distributed
+
+        if distributed.current_job() or distributed.launched_job():
+            self._undo_sigterm = distributed.terminate_as_interrupt()
         self._recorder = Recorder(phases=self.phases, sync=self.sync)
         self._recorder.__enter__()
         return self.run
@@ -185,25 +235,72 @@ class ProfileSession:
 
     def stop(self, error: BaseException | None = None) -> Run:
         """Remove the hooks, then interpret, describe and save; ``error`` ended the block."""
-        self._recorder.close()
-        if error is None:
-            status = "ok"
-        elif isinstance(error, KeyboardInterrupt):
-            status = "interrupted"
-        else:
-            status = "failed"
-        return self._finish(status, error)
+        try:
+            self._recorder.close()
+            if error is None:
+                status = "ok"
+            elif isinstance(error, KeyboardInterrupt):
+                status = "interrupted"
+            else:
+                status = "failed"
+            return self._finish(status, error)
+        finally:
+            if self._undo_sigterm is not None:
+                self._undo_sigterm()
 
     def _finish(self, status: str, error: BaseException | None) -> Run:
+        run, rec = self.run, self._recorder
+        # From the loop's end until the run is kept, a Ctrl-C waits: a few milliseconds of
+        # interpretation that would otherwise drop everything measured.
+        hold = _InterruptHold()
+        try:
+            job, kept = self._keep(status, error)
+        finally:
+            interrupted = hold.release()
+        if not kept:
+            if interrupted:
+                raise KeyboardInterrupt
+            if job is not None and status == "ok":
+                # The other ranks wait for this one's figures: say there are none.
+                from gpuperf_magics.capture import distributed
+                from gpuperf_magics.capture.recorder import _device_of
+
+                with contextlib.suppress(Exception):
+                    distributed.exchange(distributed.summary(run, None), _device_of(rec.model))
+            return run
+        try:
+            if interrupted:
+                raise KeyboardInterrupt
+            self._post_process(rec, job)
+        except BaseException as exc:  # Ctrl-C while describing: save what was measured
+            run.notes.append(
+                f"post-processing stopped by {type(exc).__name__}: architecture or hardware "
+                "figures may be missing"
+            )
+            if self.save and not self._left_to_rank0:
+                self._save()
+            raise
+        if self.save and not self._left_to_rank0:
+            self._save()
+        elif self._left_to_rank0:
+            _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
+        return run
+
+    def _keep(self, status: str, error: BaseException | None) -> tuple[Any, bool]:
+        """Interpret the timings and keep the run (in unsaved_runs() until saved); returns
+        the data-parallel job (or None) and whether there was a run to keep."""
         run, rec = self.run, self._recorder
         run.status = status
         if error is not None:
             run.error = f"{type(error).__name__}: {error}"[:500]
         records = rec.iterations()
         self._fill_quality(rec)
+        from gpuperf_magics.capture import distributed
+
+        job = distributed.current_job()
         if not records:
             run.notes.append(_no_iteration_reason(rec, status, error))
-            return run
+            return job, False
         k = self.warmup if self.warmup is not None else auto_warmup(
             [r.duration_s for r in records]
         )
@@ -216,18 +313,43 @@ class ProfileSession:
         for r in records[: min(k, len(records))]:
             r.warmup = True
         run.iterations = records
-        self._fill_model(rec, records)
+        self._fill_batch(rec, records)
+        run.tags = {str(k): v for k, v in run.tags.items()}
+        if self.save:
+            # Kept before anything slow or fallible runs (the FLOP count, hardware detection,
+            # the exchange between ranks, the store write): a second Ctrl-C or a failure there
+            # leaves the run in unsaved_runs(), never lost. A successful save takes it out.
+            _UNSAVED.append(run)
+        return job, True
+
+    def _post_process(self, rec: Any, job: Any) -> None:
+        """Everything after the timings that may take long or fail: the exchange between
+        ranks, model, hardware, notes."""
+        run = self.run
+        if job is not None:
+            self._join_job(rec, job)
+        else:
+            from gpuperf_magics.capture import distributed
+
+            launched = distributed.launched_job()
+            if launched is not None:
+                self._rank_alone(launched, "no process group at the block's end (destroyed "
+                                 "inside it?): put destroy_process_group() after the block")
+        if not self._left_to_rank0:
+            self._fill_model(rec)
         self._fill_hardware(rec)
         if run.quality.get("busy"):
             run.notes.append(
                 f"machine busy: other processes used {run.quality['other_cpu_load']:.1f} cores "
                 "on average during the run; timings may be inflated"
             )
-        if rec.hyper().get("skipped_steps"):
-            run.notes.append(f"{rec.hyper()['skipped_steps']} optimizer steps skipped by AMP")
-        if self.save:
-            self._save()
-        return run
+        skipped = run.hyper.get("skipped_steps")
+        if skipped:
+            run.notes.append(f"{skipped} optimizer steps skipped by AMP")
+        raised = run.quality.get("raised_steps")
+        if raised:
+            run.notes.append(f"{raised} optimizer step{'s' if raised > 1 else ''} raised and "
+                             "the loop went on: each is part of the next iteration")
 
     # ------------------------------------------------------------------ pieces
     def _fill_quality(self, rec: Any) -> None:
@@ -246,8 +368,42 @@ class ProfileSession:
         q["batch_sampled_steps"] = rec.batch_sampled_steps
         q["sync"] = self.sync
         q["phases"] = self.phases
+        if rec.raised_steps:
+            q["raised_steps"] = rec.raised_steps
 
-    def _fill_model(self, rec: Any, records: list[IterationRecord]) -> None:
+    def _join_job(self, rec: Any, job: Any) -> None:
+        """One run per data-parallel job (see :mod:`~gpuperf_magics.capture.distributed`)."""
+        from gpuperf_magics.capture import distributed
+        from gpuperf_magics.capture.recorder import _device_of
+
+        run = self.run
+        if run.status != "ok":
+            # No collective after an error: the others would wait for this rank.
+            self._rank_alone(job, f"this rank {run.status}")
+            return
+        device = _device_of(rec.model)
+        try:
+            ranks = distributed.exchange(distributed.summary(run, device), device)
+        except Exception as exc:  # a peer died after its loop, or the group timed out
+            run.status = "failed"
+            run.error = f"exchange between ranks failed: {type(exc).__name__}: {exc}"[:500]
+            self._rank_alone(job, "the exchange with the other ranks failed")
+            return
+        self._job_gpus = distributed.merge(run, ranks, job)
+        if job.rank != 0:
+            self._left_to_rank0 = True
+            run.notes.append(f"rank {job.rank} of {job.world_size}: rank 0 saves the job's run")
+
+    def _rank_alone(self, job: Any, why: str) -> None:
+        """A rank's own partial run, tagged with its rank, without the others' figures."""
+        run = self.run
+        run.tags["rank"] = str(job.rank)
+        run.quality.update(rank=job.rank, world_size=job.world_size, global_batch_size=None)
+        run.notes.append(f"rank {job.rank} of {job.world_size} saved alone ({why}): its own "
+                         "figures, not the job's")
+
+    def _fill_batch(self, rec: Any, records: list[IterationRecord]) -> None:
+        """Batch size, hyper-parameters and the default name: cheap, before anything slow."""
         from gpuperf_magics.capture.recorder import unwrap_model
 
         run = self.run
@@ -266,6 +422,17 @@ class ProfileSession:
         ):
             hyper["total_iterations"] = int(hyper["epochs"] * hyper["iterations_per_epoch"])
         run.hyper = hyper
+        run.quality.setdefault("world_size", 1)
+        run.quality.setdefault("global_batch_size", run.batch_size)
+        model = rec.model
+        if model is None:
+            run.network = run.network or "training"
+        elif not run.network:
+            params = sum(p.numel() for p in unwrap_model(model).parameters())
+            run.network = default_name(type(unwrap_model(model)).__name__, params)
+
+    def _fill_model(self, rec: Any) -> None:
+        run = self.run
         model = rec.model
         if rec.eval_mode_training:
             run.notes.append("the model trained in eval() mode (dropout off, batch-norm "
@@ -277,7 +444,6 @@ class ProfileSession:
                 "during the loop (call model.train() before it); predictions need one"
             )
         if model is None:
-            run.network = run.network or "training"
             return
         try:
             from gpuperf_magics.architecture import describe
@@ -289,9 +455,6 @@ class ProfileSession:
             run.notes.append(f"architecture not described: {type(exc).__name__}: {exc}")
         rec.example = None  # release the user's tensors
         run.architecture.update(_tf32_flags())
-        if not run.network:
-            run.network = default_name(type(unwrap_model(model)).__name__,
-                                       run.architecture.get("arch_params"))
 
     def _fill_hardware(self, rec: Any) -> None:
         from gpuperf_magics.capture.recorder import _device_of
@@ -312,21 +475,29 @@ class ProfileSession:
         else:
             run.device = "cpu" if device is None else str(device)
             run.gpu, run.gpu_count = None, 0
+        if self._job_gpus is not None:
+            run.gpu_count = self._job_gpus
 
     def _save(self) -> None:
         from gpuperf_magics.store import Store, StoreError
 
         if self.store is not None:  # where run.save() retries; the default stays dynamic
             self.run.target_store = str(getattr(self.store, "path", self.store))
+        run = self.run
+        if not any(r is run for r in _UNSAVED):
+            _UNSAVED.append(run)
         try:
-            Store(self.store).save_run(self.run)
-        except (StoreError, ValueError) as exc:
-            _UNSAVED.append(self.run)
-            self.run.notes.append(
-                f"not saved: {exc} The run is kept in memory: fix the store, then call "
+            Store(self.store).save_run(run)
+        except Exception as exc:  # whatever it is, the measured run must survive it
+            what = str(exc) if isinstance(exc, (StoreError, ValueError)) else (
+                f"{type(exc).__name__}: {exc}.")
+            run.notes.append(
+                f"not saved: {what} The run is kept in memory: fix the store, then call "
                 "run.save() (or run.save('other.sqlite')); gpuperf_magics.capture.unsaved_runs() "
                 "lists such runs."
             )
+            return
+        _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
 
 
 def _with_catalog_specs(features: dict[str, Any]) -> dict[str, Any]:
@@ -351,10 +522,7 @@ def _gpu_count(model: Any) -> int:
 
     if isinstance(model, nn.DataParallel):
         return len(model.device_ids or []) or 1
-    if isinstance(model, nn.parallel.DistributedDataParallel):
-        import torch.distributed as dist
-
-        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+    # A DistributedDataParallel rank drives one device; the job's count comes from the ranks.
     return 1
 
 
@@ -407,6 +575,16 @@ def default_name(class_name: str, params: int | None) -> str:
 def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:
     if isinstance(error, SyntaxError):
         return f"the cell did not run ({type(error).__name__}); nothing was stored"
+    if rec.workers:
+        names = ", ".join(dict.fromkeys(rec.workers))
+        fn = rec.workers[0].split(".")[-1]
+        return (
+            f"the training ran in {len(rec.workers)} worker process"
+            f"{'es' if len(rec.workers) > 1 else ''} this cell started ({names}), where the "
+            "profiler cannot see it; nothing was stored. Profile inside the worker: put "
+            f"`with gpuperf_magics.profile_training():` around the loop in {fn}() (each rank "
+            "profiles, rank 0 saves one run for the job)"
+        )
     where = " before the first iteration ended" if status != "ok" else ""
     return (
         f"no training iteration detected{where}: no torch.optim optimizer stepped, no backward "

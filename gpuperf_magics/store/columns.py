@@ -84,6 +84,18 @@ _QUALITY = {
     "torch_threads": "int", "interop_threads": "int", "load_avg_start": "float",
     "load_avg_end": "float", "busy": "bool", "timing_method": "str", "detection": "str",
     "other_cpu_load": "float", "batch_sampled_steps": "int", "sync": "bool", "phases": "bool",
+    # Data-parallel jobs (capture/distributed.py): processes, samples per step over all of
+    # them (1 and batch_size for one process), the rank of a run a rank saved alone; whose
+    # iterations the run holds, the fastest and slowest rank's median iteration, their spread
+    # (max/min - 1), the process group's backend. Kept with the measurement conditions, which
+    # the predictor leaves out of its features, until the predictor decides how the job's size
+    # enters (global_batch_size would otherwise be a copy of batch_size that a what-if row for
+    # another batch size keeps unchanged). gpu_count, a base column, is a feature already.
+    "world_size": "int", "global_batch_size": "int", "rank": "int",
+    "rank_slowest": "int", "rank_median_min_s": "float", "rank_median_max_s": "float",
+    "rank_spread": "float", "dist_backend": "str",
+    # Optimizer steps that raised and were caught by the loop (each joins the next iteration).
+    "raised_steps": "int",
 }
 _BASE = {
     "run_id": "int", "network": "str", "batch_size": "int", "iterations": "int",
