@@ -318,8 +318,8 @@ class DefaultModel(GlobalModel):
                         values[(2 * len(values)) // 3]}
                 for value in held:
                     out_of = np.flatnonzero(index.values[:, j] == value)
-                    for c, p in refit(out_of).items():
-                        global_pred[(c, j)] = p
+                    for held_c, p in refit(out_of).items():
+                        global_pred[(held_c, j)] = p
         for c in picked:
             allowed = everyone.copy()
             allowed[c] = False
