@@ -320,10 +320,10 @@ class DefaultModel(GlobalModel):
                     out_of = np.flatnonzero(index.values[:, j] == value)
                     for held_c, p in refit(out_of).items():
                         global_pred[(held_c, j)] = p
-        for c in picked:
+        for pick in picked:
             allowed = everyone.copy()
-            allowed[c] = False
-            add(int(c), allowed, every_axis=True)
+            allowed[pick] = False
+            add(int(pick), allowed, every_axis=True)
         if index.hw.shape[1]:
             _, gpu_of = np.unique(np.round(index.hw, 6), axis=0, return_inverse=True)
             gpu_of = gpu_of.reshape(-1)
@@ -335,8 +335,8 @@ class DefaultModel(GlobalModel):
                 for k in range(min(n_gpus, GPU_FOLDS)):
                     out_of = np.flatnonzero(group_of[gpu_of] == k)
                     if refits:
-                        for c, p in refit(out_of).items():
-                            global_pred[(c, -1)] = p
+                        for held_c, p in refit(out_of).items():
+                            global_pred[(held_c, -1)] = p
                     for g in np.flatnonzero(group_of == k):
                         self._gpu_tasks(index, gpu_of, int(g), per_gpu, rng, add)
 
