@@ -376,6 +376,13 @@ def print_coverage(held: pd.DataFrame, nominal: float = 0.8) -> None:
         tol = 2 * np.sqrt(nominal * (1 - nominal) / len(part))
         print(f"| {ds} | {len(part)} | {100 * inside:.1f}% | {100 * nominal:.0f} ± "
               f"{100 * tol:.1f}% | {100 * part['expected'].median():.1f}% |")
+    print("\nper scenario and kind:")
+    inside = (held["actual"] >= held["low"]) & (held["actual"] <= held["high"])
+    table = held.assign(inside=inside).groupby(["scenario", "kind"], sort=False).agg(
+        rows=("inside", "size"), inside=("inside", "mean"), expected=("expected", "median"))
+    for (scenario, kind), r in table.iterrows():
+        print(f"- {scenario}, {kind}: {int(r['rows'])} rows, {100 * r['inside']:.0f}% inside, "
+              f"expected error {100 * r['expected']:.1f}%")
 
 
 def print_floors(sia: pd.DataFrame) -> None:
