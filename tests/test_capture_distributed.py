@@ -102,7 +102,7 @@ def test_a_failed_rank_saves_its_partial_run_and_the_other_does_too(tmp_path):
     assert hooks_report(proc) == {"0": "False", "1": "False"}
     runs = gm.Store(store).runs().set_index(gm.Store(store).runs()["tags"].map(
         lambda t: t.get("rank")))
-    assert sorted(runs.index) == ["0", "1"]
+    assert sorted(runs.index) == ["0", "1"], (proc.stdout + proc.stderr)[-4000:]
     failed = runs.loc["1"]
     assert failed["status"] == "failed" and "failed at step 5" in failed["error"]
     assert failed["recorded_iterations"] == 5

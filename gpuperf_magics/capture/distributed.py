@@ -158,10 +158,32 @@ def terminate_as_interrupt() -> Callable[[], None]:
     def handler(signum: int, frame: Any) -> None:
         raise _Terminated("stopped by SIGTERM (another rank failed?)")
 
+    handler._gpuperf = True  # type: ignore[attr-defined]
     signal.signal(signal.SIGTERM, handler)
 
     def undo() -> None:
-        if signal.getsignal(signal.SIGTERM) is handler:
+        if getattr(signal.getsignal(signal.SIGTERM), "_gpuperf", False):
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if _PENDING:  # a SIGTERM waited for the run to be saved: stop now, as asked
+            _PENDING.clear()
+            raise _Terminated("stopped by SIGTERM (another rank failed?)")
 
     return undo
+
+
+_PENDING: list[int] = []
+
+
+def defer_terminate() -> None:
+    """From the loop's end until the run is saved, a SIGTERM waits (the undo of
+    :func:`terminate_as_interrupt` raises it once the run is saved): a launcher's stop that
+    lands while the run is saved would otherwise lose it."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    with contextlib.suppress(ValueError, OSError):
+        if getattr(signal.getsignal(signal.SIGTERM), "_gpuperf", False):
+            def later(signum: int, frame: Any) -> None:
+                _PENDING.append(signum)
+
+            later._gpuperf = True  # type: ignore[attr-defined]
+            signal.signal(signal.SIGTERM, later)

@@ -237,6 +237,10 @@ class ProfileSession:
         """Remove the hooks, then interpret, describe and save; ``error`` ended the block."""
         try:
             self._recorder.close()
+            if self._undo_sigterm is not None:
+                from gpuperf_magics.capture import distributed
+
+                distributed.defer_terminate()
             if error is None:
                 status = "ok"
             elif isinstance(error, KeyboardInterrupt):

@@ -35,9 +35,12 @@ def hooks_left() -> bool:
 def train(store: str, fail_rank: int, steps: int, batch: int, after_loop: bool = False,
           rank: int = -1, world: int = -1, phases: bool = False) -> None:
     torch.set_num_threads(1)
-    # A short timeout: a test must never wait the default 30 minutes for a dead peer.
+    # A short timeout: a test must never wait the default 30 minutes for a dead peer. Well under
+    # torchrun's 30 s grace between SIGTERM and SIGKILL: a surviving rank blocked in a collective
+    # when its peer fails sees the SIGTERM only once the collective times out, and must still
+    # have time to save its partial run (on a loaded machine 30 s lost that race).
     # rank/world -1: from torchrun's environment.
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30), rank=rank,
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=10), rank=rank,
                             world_size=world)
     rank = dist.get_rank()
     torch.manual_seed(0)
