@@ -32,6 +32,7 @@ from gpuperf_magics.model.local import (
     family,
     network_index,
     query_arrays,
+    reach,
     route,
 )
 
@@ -77,6 +78,7 @@ class _Move:
     logres: np.ndarray  # sorted log(actual / predicted) of the chosen method
     errors: dict[str, float] = field(default_factory=dict)  # MAPE of every candidate
     prior_mape: float | None = None  # too few validated moves: the public figure
+    reach: float = 1.0  # median reach of the validated moves beyond a series (local.reach)
 
     @property
     def prior(self) -> bool:
@@ -299,8 +301,9 @@ class DefaultModel(GlobalModel):
             if key in global_pred and r.kind in ("axis", "gpu"):
                 preds["global"] = global_pred[key]
             actual = float(index.per_job(np.array([c]), its)[0])
-            tasks.setdefault(r.key, []).append(
-                {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0})
+            task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
+            task["_reach"] = reach(index, r, index.values[c])
+            tasks.setdefault(r.key, []).append(task)
 
         everyone = np.ones(index.n, dtype=bool)
         picked = np.arange(index.n)
@@ -362,7 +365,7 @@ class DefaultModel(GlobalModel):
 
     def _choose(self, key: str, entries: list[dict[str, float]], move: GpuMove) -> _Move:
         """The candidate with the lowest validated MAPE for one kind of move."""
-        methods = sorted({m for e in entries for m in e})
+        methods = sorted({m for e in entries for m in e if not m.startswith("_")})
         errors: dict[str, float] = {}
         for m in methods:
             # Compare on the moves every candidate answered, so that a method that only
@@ -381,7 +384,9 @@ class DefaultModel(GlobalModel):
                 method = best
         own = np.sort([e[method] for e in entries if method in e])
         if enough and len(own) >= MIN_TASKS:
-            return _Move(method, own, errors)
+            reaches = [e["_reach"] for e in entries if method in e and e.get("_reach", 0) > 0]
+            return _Move(method, own, errors,
+                         reach=float(np.median(reaches)) if reaches else 1.0)
         logres, mape = _prior(key, move)
         return _Move(method, logres, errors, prior_mape=mape)
 
@@ -426,11 +431,15 @@ class DefaultModel(GlobalModel):
             key = r.key
             chosen = local.moves.get(key) or local.moves[family(key)]
             lo, hi = _interval(chosen.logres, cov)
+            # A move further beyond the series than the validated ones errs more: widen by the
+            # ratio of reaches (errors of a line grow about linearly with the distance).
+            wider = min(4.0, max(1.0, reach(index, r, values[i]) / max(chosen.reach, 1e-9)))
+            lo, hi = lo * wider, hi * wider
             if chosen.method == "global":  # the cross-series answer, with this move's error
                 total = float(out.iat[row, col["time_s"]])
                 out.iat[row, col["time_low_s"]] = total * math.exp(lo)
                 out.iat[row, col["time_high_s"]] = total * math.exp(hi)
-                out.iat[row, col["expected_mape"]] = chosen.mape
+                out.iat[row, col["expected_mape"]] = chosen.mape * wider
                 continue
             method = chosen.method if chosen.method in preds else next(iter(preds))
             total = preds[method] * its
@@ -441,7 +450,7 @@ class DefaultModel(GlobalModel):
             out.iat[row, col["kind"]] = KIND[family(key)]
             out.iat[row, col["detail"]] = self._detail(local, r, key, method, values[i],
                                                        prep.hardware_label[row])
-            out.iat[row, col["expected_mape"]] = chosen.mape
+            out.iat[row, col["expected_mape"]] = chosen.mape * wider
 
     @staticmethod
     def _detail(local: _Local, r: Any, key: str, method: str, v: np.ndarray,

@@ -33,7 +33,7 @@ from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
 from gpuperf_magics.model.inputs import HARDWARE, Prepared
 
 __all__ = ["BATCH_AXES", "Route", "SeriesIndex", "axis_routes", "build_index", "candidates",
-           "family", "network_index", "query_arrays", "route"]
+           "family", "network_index", "query_arrays", "reach", "route"]
 
 #: Columns that are the batch axis (the per-device batch first). ``batch_size`` is derived
 #: (per device × GPU count) where ``local_batch_size`` is present, and left out of the key then.
@@ -225,6 +225,20 @@ def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
         if r.kind == "axis":
             out.append(r)
     return out
+
+
+def reach(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
+    """How far beyond its series a move goes, in steps of the series' last spacing (log
+    scale where positive): 0 inside the range. Errors grow with it, so an interval validated
+    on one-step moves is widened for a longer one."""
+    if r.kind != "axis" or r.position != "beyond" or len(r.members) < 2:
+        return 0.0
+    x = np.sort(index.values[r.members, r.axis])
+    q = float(v[r.axis])
+    end, nxt = (x[-1], x[-2]) if q > x[-1] else (x[0], x[1])
+    if min(q, end, nxt) > 0:
+        return float(abs(np.log(q / end)) / max(abs(np.log(end / nxt)), 1e-9))
+    return float(abs(q - end) / max(abs(end - nxt), 1e-12))
 
 
 def family(key: str) -> str:
