@@ -352,6 +352,9 @@ def table_of(results: pd.DataFrame) -> pd.DataFrame:
     pivot = results.pivot_table(index="scenario", columns="method", values="mape",
                                 aggfunc="mean", sort=False)
     pivot = pivot.reindex([s for s in SCENARIOS if s in pivot.index])
+    for method in ("naive", "paper", "default"):
+        if method not in pivot:
+            pivot[method] = np.nan
     pivot["default / naive"] = pivot["default"] / pivot["naive"]
     return pivot
 
