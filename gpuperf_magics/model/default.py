@@ -204,11 +204,13 @@ class DefaultModel(GlobalModel):
                         f"one GPU measured{name} ({label}): predictions for other GPUs are "
                         f"transfers with about {100 * loc.moves['transfer'].mape:.0f}% expected "
                         "error; one run on the target GPU replaces the guess")
-        validated = [m.logres for loc in self.local_.values() for k, m in loc.moves.items()
-                     if not m.prior and k not in ("repeat", "gpu", "transfer")]
-        if validated:  # the error of moves along measured series, as validated
-            res = np.concatenate(validated)
-            self.cv_mape_ = float(np.mean(np.abs(np.exp(-res) - 1)))
+        # The error of moves to an unmeasured batch size, as validated on these runs (or the
+        # public figure standing in where too few could be): what "the model's error" means
+        # to someone asking about another batch size.
+        errors = [loc.moves[k].mape for loc in self.local_.values()
+                  for k in ("batch:inside", "batch:beyond") if k in loc.moves]
+        if errors:
+            self.cv_mape_ = float(np.mean(errors))
         self.moves_ = {
             net: {k: {"method": m.method, "mape": m.mape, "validated": len(m.logres),
                       "public": m.prior, "candidates": dict(m.errors)}
