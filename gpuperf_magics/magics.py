@@ -122,6 +122,14 @@ class GpuPerf(Magics):
         "(default: $GPUPERF_STORE, else a per-user data directory).",
     ).tag(config=True)
 
+    prices = Unicode(
+        None,
+        allow_none=True,
+        help="CSV file of your own cloud instance prices, merged over the built-in ones in "
+        "the what-if panel's offers table (columns: provider, region, instance, gpu, gpus, "
+        "pricing, usd_per_hour, date, source).",
+    ).tag(config=True)
+
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
         if self not in shell.configurables:
@@ -325,8 +333,9 @@ class GpuPerf(Magics):
                 batch_size=batches[0] if batches else None,
                 gpus=predict.parse_gpus(_joined(args.gpu)), gpu_count=args.gpu_count,
                 epochs=args.epochs, iterations=args.iterations, samples=args.samples,
+                prices=self.prices,
             )
-        except ValueError as exc:  # a starting value the panel cannot take
+        except ValueError as exc:  # a starting value or a price file the panel cannot take
             if isinstance(exc, predict.PredictionError):
                 raise
             raise UsageError(str(exc)) from None

@@ -199,8 +199,8 @@ def offers(
         batch_size = int(known.iloc[-1]) if len(known) else 32
     multi_measured = bool((runs["gpu_count"].fillna(0) > 1).any())
     common: dict[str, Any] = {"batch_sizes": [int(batch_size)], "iterations": iterations,
-              "epochs": epochs,
-              "samples": samples, "settings": settings, "coverage": coverage}
+                              "epochs": epochs, "samples": samples, "settings": settings,
+                              "coverage": coverage}
 
     here = predict_time(store, net, **common)
     notes = list(here.notes)
