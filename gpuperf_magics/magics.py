@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
     from gpuperf_magics.predict import Prediction
+    from gpuperf_magics.remaining import Remaining
     from gpuperf_magics.run import Run
     from gpuperf_magics.widgets import WhatIfPanel
 
@@ -257,12 +258,18 @@ class GpuPerf(Magics):
     @argument("--store", metavar="PATH_OR_URL", help="Store to learn from (default as "
               "%%profile_training).")
     @argument("-w", "--widget", action="store_true", help="Show the what-if panel: "
-              "controls for batch size, epochs, GPU and features, answered as you change them.")
+              "controls for batch size, epochs, GPU and features, answered as you change "
+              "them, a plot against batch size and the offers table (job time and cost per "
+              "cloud instance, %%config GpuPerf.prices adds yours).")
+    @argument("--remaining", nargs="?", const="latest", metavar="RUN_ID",
+              help="Remaining time and cost of an interrupted or failed run with a known "
+              "job length (default: the latest such run); with --gpu NAME, also moved to "
+              "that GPU.")
     @argument("-q", "--quiet", action="store_true", help="Display nothing.")
     @argument("-o", "--output", action="store_true", help="Return the Prediction object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Prediction in variable VAR.")
     @line_magic
-    def predict_time(self, line: str) -> Prediction | WhatIfPanel | None:
+    def predict_time(self, line: str) -> Prediction | WhatIfPanel | Remaining | None:
         """Predict training time for other batch sizes, job lengths, GPUs or features.
 
         Usage::
@@ -270,11 +277,14 @@ class GpuPerf(Magics):
             %predict_time [NAME] [--batch-size 32,64,128] [--iterations N | --epochs E
                           [--samples N]] [--gpu "A100 80GB,H100"] [--gpu-count N]
                           [--set depth=50] [--store PATH_OR_URL] [-w] [-q] [-o] [-v VAR]
+            %predict_time --remaining [RUN_ID] [--gpu NAME] [--gpu-count N]
 
         Fits a regression model on the store's completed runs (cached; refitted only when
         the store changed) and shows, per configuration, the predicted total time (h:mm:ss),
         the time per iteration, an interval, the kind of prediction (interpolation,
         extrapolation, transfer to a GPU never measured) and the model's measured error.
+        ``--remaining`` answers how long a stopped run still needs, where it ran and on
+        another GPU, with the cost of both.
         """
         from gpuperf_magics import predict
 
@@ -283,6 +293,8 @@ class GpuPerf(Magics):
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
         try:
+            if args.remaining is not None:
+                return self._remaining(args, var)
             if args.widget:
                 panel = self._panel(args)
                 if not args.quiet:
@@ -307,6 +319,12 @@ class GpuPerf(Magics):
             raise UsageError(str(exc)) from None
         except StoreError as exc:
             raise UsageError(str(exc)) from None
+        except ValueError as exc:  # a price file that cannot be read (PriceError)
+            from gpuperf_magics.hardware.prices import PriceError
+
+            if isinstance(exc, PriceError):
+                raise UsageError(str(exc)) from None
+            raise
         if not args.quiet:
             from IPython.display import display
 
@@ -315,6 +333,37 @@ class GpuPerf(Magics):
             self.shell.user_ns[var] = result  # type: ignore[union-attr]
         return result if args.output else None
 
+
+    def _remaining(self, args: Any, var: str | None) -> Remaining | None:
+        """``--remaining [RUN_ID]``: the rest of a partly recorded run."""
+        from gpuperf_magics import predict
+        from gpuperf_magics.remaining import check_remaining_options, remaining_time
+
+        if args.widget:
+            raise UsageError("--remaining and -w do not go together")
+        check_remaining_options(name=args.name, batch_size=args.batch_size,
+                                iterations=args.iterations, epochs=args.epochs,
+                                samples=args.samples, set=args.set)
+        run_id = None
+        if args.remaining != "latest":
+            try:
+                run_id = int(args.remaining)
+            except ValueError:
+                raise UsageError(f"--remaining expects a run id (an integer), got "
+                                 f"{args.remaining!r}") from None
+        named = predict.parse_gpus(_joined(args.gpu))
+        gpus: list[str | None] = list(named) if named else [None]
+        if len(gpus) > 1:
+            raise UsageError("--remaining moves the job to one GPU: give one --gpu")
+        result = remaining_time(args.store or self.store, run_id, gpu=gpus[0],
+                                gpu_count=args.gpu_count, prices=self.prices)
+        if not args.quiet:
+            from IPython.display import display
+
+            display(result)
+        if var:
+            self.shell.user_ns[var] = result  # type: ignore[union-attr]
+        return result if args.output else None
 
     def _panel(self, args: Any) -> WhatIfPanel:
         """The what-if panel opened at the line's values (``-w``)."""
