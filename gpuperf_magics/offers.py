@@ -202,9 +202,26 @@ def offers(
                               "epochs": epochs, "samples": samples, "settings": settings,
                               "coverage": coverage}
 
-    here = predict_time(store, net, **common)
-    notes = list(here.notes)
-    first = here.frame.iloc[0]
+    # One prediction per GPU count (each answers the measured device too, first): the
+    # measured device's own row comes from the call at its count when there is one.
+    latest = runs.iloc[-1]
+    on_gpu = isinstance(latest["gpu"], str) and bool(latest["gpu"])
+    measured_count = max(1, int(latest["gpu_count"])) if on_gpu else None
+    notes: list[str] = []
+    by_count: dict[int, pd.DataFrame] = {}
+    for count in sorted(set(chosen["gpus"])):
+        gpus = list(dict.fromkeys(chosen.loc[chosen["gpus"] == count, "gpu"]))
+        result = predict_time(store, net, gpus=gpus, gpu_count=int(count), **common)
+        notes += [n for n in result.notes if n not in notes]
+        by_count[int(count)] = result.frame
+    if measured_count is None and by_count:
+        first = next(iter(by_count.values())).iloc[0]  # the CPU row is the same in each
+    elif measured_count in by_count:
+        first = by_count[measured_count].iloc[0]
+    else:
+        here = predict_time(store, net, **common)
+        notes += [n for n in here.notes if n not in notes]
+        first = here.frame.iloc[0]
     measured_gpu = first["gpu"] if isinstance(first["gpu"], str) and first["gpu"] else None
     rows: list[dict[str, Any]] = [{
         "offer": f"measured: {measured_gpu or 'this CPU'}", "provider": "", "region": "",
@@ -212,12 +229,6 @@ def offers(
         "gpus": int(first["gpu_count"]) if measured_gpu else 0, **_prediction(first),
         "usd_per_hour": math.nan, "price_date": None, "note": "",
     }]
-    by_count: dict[int, pd.DataFrame] = {}
-    for count in sorted(set(chosen["gpus"])):
-        gpus = list(dict.fromkeys(chosen.loc[chosen["gpus"] == count, "gpu"]))
-        result = predict_time(store, net, gpus=gpus, gpu_count=int(count), **common)
-        notes += [n for n in result.notes if n not in notes]
-        by_count[int(count)] = result.frame
     for _, offer in chosen.iterrows():
         frame = by_count[int(offer["gpus"])]
         match = frame[frame["gpu"] == offer["gpu"]]
