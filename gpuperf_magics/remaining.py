@@ -202,8 +202,8 @@ def remaining_time(
     total = run.hyper.get("total_iterations")
     if not total:
         raise PredictionError(
-            f"run {rid} does not know its job length: profile with --epochs E or "
-            "--total-iterations N (or a DataLoader the profiler can see)")
+            f"run {rid} does not know its job length: profile with --total-iterations N, "
+            "or --epochs E over a DataLoader the profiler can see")
     total = int(total)
     done = len(run.iterations)
     left = max(0, total - done)
