@@ -208,6 +208,11 @@ class GpuPerf(Magics):
         )
         shell = self.shell
         assert shell is not None
+        live = None
+        if not opts.quiet and _live_wanted(shell):
+            from gpuperf_magics.capture.progress import LiveLine
+
+            live = LiveLine(session.progress, _UpdatingLine())
         # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
         # to the outer cell so that a failed training cell fails in the notebook too.
         outer = shell.displayhook.exec_result
@@ -215,9 +220,13 @@ class GpuPerf(Magics):
         error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
         late: BaseException | None = None
         try:
+            if live is not None:
+                live.start()
             inner = shell.run_cell(cell, store_history=False)
             error = inner.error_before_exec or inner.error_in_exec
         finally:
+            if live is not None:
+                live.stop()
             shell.displayhook.exec_result = outer
             try:
                 session.stop(error)
@@ -388,6 +397,27 @@ class GpuPerf(Magics):
             if isinstance(exc, predict.PredictionError):
                 raise
             raise UsageError(str(exc)) from None
+
+
+def _live_wanted(shell: Any) -> bool:
+    """The live line needs a front end that updates an output in place: a Jupyter kernel.
+    A terminal would print every update as a new line."""
+    return getattr(shell, "kernel", None) is not None
+
+
+class _UpdatingLine:
+    """One output, created at the first line and replaced by each later one."""
+
+    def __init__(self) -> None:
+        self._handle: Any = None
+
+    def __call__(self, text: str) -> None:
+        from IPython.display import display
+
+        if self._handle is None:
+            self._handle = display({"text/plain": text}, raw=True, display_id=True)
+        else:
+            self._handle.update({"text/plain": text}, raw=True)
 
 
 def load(shell: InteractiveShell) -> None:
