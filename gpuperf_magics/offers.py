@@ -29,10 +29,13 @@ CHEAPEST, FASTEST, DEADLINE = "cheapest", "fastest", "cheapest within deadline"
 
 
 def format_cost(usd: float) -> str:
-    """``$1,234`` from $100 on, ``$12.35`` below, ``—`` when there is no price."""
+    """``$1,234`` from $100 on, ``$12.35`` below, ``$0.0042`` under a cent, ``—`` when
+    there is no price."""
     if not math.isfinite(usd):
         return "—"
-    return f"${usd:,.0f}" if usd >= 100 else f"${usd:,.2f}"
+    if usd >= 100:
+        return f"${usd:,.0f}"
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.2g}"
 
 
 @dataclass
@@ -95,7 +98,7 @@ class Offers:
                 "expected error": f"±{100 * r['expected_mape']:.0f}%",
                 "$/hour": format_cost(r["usd_per_hour"]),
                 "job cost": format_cost(r["cost_usd"]),
-                "": r["marks"],
+                "mark": r["marks"],
                 "note": r["note"],
             })
         return pd.DataFrame(rows)

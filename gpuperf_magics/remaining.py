@@ -269,7 +269,8 @@ def remaining_time(
     out = pd.DataFrame(rows)
     out["cost_usd"] = out["remaining_s"] / 3600 * out["usd_per_hour"]
     if out["usd_per_hour"].isna().any():
-        missing = ", ".join(f"{r.gpus}× {r.gpu or 'CPU'}" for r in out.itertuples()
+        missing = ", ".join(f"{r.gpus}× {r.gpu}" if r.gpu else "this CPU"
+                            for r in out.itertuples()
                             if math.isnan(r.usd_per_hour))
         notes.append(f"no price for {missing}: add one with prices= or %config GpuPerf.prices")
     notes.append("pauses between steps (evaluation, checkpoints) count as often as they "
