@@ -37,6 +37,8 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "deadline_h": (0.001, 1_000_000),
 }
 _CPU_LABEL = "this CPU (measured)"
+#: CSS class of the saved answer shown when the widgets cannot render.
+_SNAPSHOT_CLASS = "gpuperf-whatif-saved"
 #: Offers selected when the panel opens (the chooser holds every priced instance).
 DEFAULT_OFFERS = 10
 
@@ -262,7 +264,13 @@ class WhatIfPanel:
         controls = w.VBox([self.network, self.batch_size, self.length, self.epochs,
                            self.samples, self.iterations, self.gpu, self.gpu_count,
                            self._feature_box, self.instances, self.deadline])
-        self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view])
+        # A notebook reopened without a kernel cannot draw the widgets; the answer is then
+        # shown by a plain output next to them (see _ipython_display_), which this style,
+        # present only while the widgets render, hides.
+        hide = w.HTML(f"<style>.{_SNAPSHOT_CLASS} {{display: none}}</style>")
+        self._snapshot: Any = None
+        self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view,
+                              hide])
         self._quiet = False
         self._update()
 
@@ -395,6 +403,10 @@ class WhatIfPanel:
             self._answer()
         except Exception as exc:
             self._show_error(f"the panel failed: {type(exc).__name__}: {exc}")
+        try:
+            self._refresh_snapshot()
+        except Exception as exc:  # pragma: no cover - the live panel matters more
+            self._show_error(f"the saved answer could not be updated: {exc}")
 
     def _length(self) -> dict[str, Any]:
         if self.length.value == "epochs":
@@ -551,10 +563,29 @@ class WhatIfPanel:
         paragraphs = re.sub(r"</p>\s*", "\n", self.result.value)
         return html.unescape(re.sub(r"<[^>]+>", "", paragraphs)).strip()
 
+    def snapshot_html(self) -> str:
+        """The panel's current answer as plain HTML: the prediction, the plot (a PNG) and the
+        offers table; what a saved notebook shows where the widgets cannot render."""
+        image = ""
+        if self.plot.outputs and "image/png" in self.plot.outputs[0].get("data", {}):
+            data = self.plot.outputs[0]["data"]["image/png"]
+            image = f"<img src='data:image/png;base64,{data}' alt='job time against batch size'>"
+        return (f"<div class='{_SNAPSHOT_CLASS}'><p><i>The what-if panel's last answer "
+                f"({html.escape(self.network.value)}, batch {self.batch_size.value}; open the "
+                f"notebook with a kernel to change it):</i></p>{self.result.value}{image}"
+                f"{self.offers_view.value}</div>")
+
+    def _refresh_snapshot(self) -> None:
+        if self._snapshot is not None:
+            self._snapshot.update({"text/html": self.snapshot_html(), "text/plain": self.text},
+                                  raw=True)
+
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
+        self._snapshot = display({"text/html": self.snapshot_html(), "text/plain": self.text},
+                                 raw=True, display_id=True)
 
 
 def what_if(

@@ -383,3 +383,31 @@ def test_magic_widget_takes_the_configured_prices(ip, imported, tmp_path):
             ip.run_line_magic("predict_time", f"--store {imported} -w -q")
     finally:
         ip.run_line_magic("config", "GpuPerf.prices = None")
+
+
+def test_a_saved_answer_sits_next_to_the_widgets_and_follows_them(imported, monkeypatch):
+    shown, updates = [], []
+
+    class Handle:
+        def update(self, obj, **kwargs):
+            updates.append(obj)
+
+    def display(obj, **kwargs):
+        shown.append((obj, kwargs))
+        return Handle() if kwargs.get("display_id") else None
+
+    monkeypatch.setattr("IPython.display.display", display)
+    panel = what_if(imported, iterations=1000)
+    panel._ipython_display_()
+    assert shown[0][0] is panel.widget
+    saved, options = shown[1]
+    assert options["display_id"] and options["raw"]
+    page = saved["text/html"]
+    assert "gpuperf-whatif-saved" in page and "for 1,000 iterations" in page
+    assert "data:image/png;base64," in page and "job cost" in page
+    assert saved["text/plain"] == panel.text
+    # The widgets carry the style that hides the saved copy while they render.
+    assert any("gpuperf-whatif-saved {display: none}" in getattr(c, "value", "")
+               for c in panel.widget.children)
+    panel.iterations.value = 2000
+    assert updates and "for 2,000 iterations" in updates[-1]["text/html"]
