@@ -411,3 +411,18 @@ def test_a_saved_answer_sits_next_to_the_widgets_and_follows_them(imported, monk
                for c in panel.widget.children)
     panel.iterations.value = 2000
     assert updates and "for 2,000 iterations" in updates[-1]["text/html"]
+
+
+def test_a_failing_offers_table_leaves_the_answer_and_the_plot_standing(imported, monkeypatch):
+    import gpuperf_magics.offers
+
+    panel = what_if(imported, iterations=1000)
+
+    def broken(*args, **kwargs):
+        raise PredictionError("no offers today")
+
+    monkeypatch.setattr(gpuperf_magics.offers, "offers", broken)
+    panel.batch_size.value = 32
+    assert "PredictionError: no offers today" in panel.offers_view.value
+    assert panel.offers is None
+    assert "expected error" in panel.text and panel.figure is not None
