@@ -24,6 +24,7 @@ __all__ = [
     "Run",
     "Store",
     "TrainingTimeModel",
+    "WhatIfPanel",
     "__version__",
     "evaluate",
     "gpus",
@@ -44,6 +45,7 @@ _LAZY = {
     "gpus": "gpuperf_magics.hardware.catalog",
     "predict_time": "gpuperf_magics.predict",
     "what_if": "gpuperf_magics.widgets",
+    "WhatIfPanel": "gpuperf_magics.widgets",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -55,12 +57,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.predict import predict_time
     from gpuperf_magics.run import Run
     from gpuperf_magics.store import Store
-    from gpuperf_magics.widgets import what_if
+    from gpuperf_magics.widgets import WhatIfPanel, what_if
 
 
 #: Subpackages reachable as attributes (``gm.datasets.fetch_sia2023()``), imported on first use.
-_SUBMODULES = frozenset({"architecture", "capture", "datasets", "hardware", "model", "predict",
-                         "store", "widgets"})
+_SUBMODULES = frozenset({"architecture", "capture", "datasets", "hardware", "model", "offers",
+                         "predict", "store", "widgets"})
 
 
 def __getattr__(name: str) -> Any:

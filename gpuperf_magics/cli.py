@@ -4,6 +4,7 @@
     gpuperf import FILE [--map COLUMN=CANONICAL ...] [--network NAME] [--gpu NAME] [--again]
     gpuperf predict [NAME] [--batch-size 32,64] [--iterations N | --epochs E [--samples N]]
                     [--gpu "A100 80GB,T4"] [--gpu-count N] [--set depth=50] [--csv]
+    gpuperf predict --remaining RUN_ID [--gpu NAME] [--gpu-count N] [--prices FILE] [--csv]
     gpuperf evaluate [--scenario grouped] [--column C] [--threshold T] [--network NAME]
     gpuperf migrate [URL]
     gpuperf sync SRC DST
@@ -80,6 +81,11 @@ def _parser() -> argparse.ArgumentParser:
     pred.add_argument("--gpu-count", metavar="N", help="GPUs per job")
     pred.add_argument("--set", action="append", metavar="FEATURE=VALUE",
                       help="value of another feature, e.g. depth=50 (repeatable)")
+    pred.add_argument("--remaining", metavar="RUN_ID", help="remaining time (and cost) of an "
+                      "interrupted or failed run with a known job length; with --gpu NAME, "
+                      "also moved to that GPU")
+    pred.add_argument("--prices", metavar="FILE", help="CSV of your own instance prices, "
+                      "merged over the built-in ones (for --remaining's cost)")
     pred.add_argument("--csv", action="store_true", help="the full table as CSV")
 
     ev = command("evaluate", "Measure the predictor's error on the store's runs.")
@@ -190,9 +196,36 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _remaining(args: argparse.Namespace) -> int:
+    from gpuperf_magics import predict
+    from gpuperf_magics.remaining import check_remaining_options, remaining_time
+
+    check_remaining_options(name=args.name, batch_size=args.batch_size,
+                            iterations=args.iterations, epochs=args.epochs,
+                            samples=args.samples, set=args.set)
+    run_id = _number("--remaining", args.remaining, whole=True)
+    named = predict.parse_gpus(args.gpu)
+    gpus: list[str | None] = list(named) if named else [None]
+    if len(gpus) > 1:
+        raise predict.PredictionError("--remaining moves the job to one GPU: give one --gpu")
+    result = remaining_time(args.store, run_id, gpu=gpus[0],
+                            gpu_count=_number("--gpu-count", args.gpu_count, whole=True),
+                            prices=args.prices)
+    if args.csv:
+        result.frame.to_csv(sys.stdout, index=False)
+    else:
+        print(result)
+    return 0
+
+
 def _predict(args: argparse.Namespace) -> int:
     from gpuperf_magics import predict
 
+    if args.remaining is not None:
+        return _remaining(args)
+    if args.prices is not None:
+        raise predict.PredictionError("--prices prices --remaining's choices; the what-if "
+                                      "panel (%predict_time -w) shows the offers table")
     iterations = _number("--iterations", args.iterations, whole=True)
     epochs = _number("--epochs", args.epochs)
     samples = _number("--samples", args.samples, whole=True)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
     from gpuperf_magics.predict import Prediction
+    from gpuperf_magics.remaining import Remaining
     from gpuperf_magics.run import Run
     from gpuperf_magics.widgets import WhatIfPanel
 
@@ -122,6 +123,14 @@ class GpuPerf(Magics):
         "(default: $GPUPERF_STORE, else a per-user data directory).",
     ).tag(config=True)
 
+    prices = Unicode(
+        None,
+        allow_none=True,
+        help="CSV file of your own cloud instance prices, merged over the built-in ones in "
+        "the what-if panel's offers table (columns: provider, region, instance, gpu, gpus, "
+        "pricing, usd_per_hour, date, source).",
+    ).tag(config=True)
+
     def __init__(self, shell: InteractiveShell) -> None:
         super().__init__(shell=shell)
         if self not in shell.configurables:
@@ -199,6 +208,11 @@ class GpuPerf(Magics):
         )
         shell = self.shell
         assert shell is not None
+        live = None
+        if not opts.quiet and _live_wanted(shell):
+            from gpuperf_magics.capture.progress import LiveLine
+
+            live = LiveLine(session.progress, _UpdatingLine())
         # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
         # to the outer cell so that a failed training cell fails in the notebook too.
         outer = shell.displayhook.exec_result
@@ -206,9 +220,13 @@ class GpuPerf(Magics):
         error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
         late: BaseException | None = None
         try:
+            if live is not None:
+                live.start()
             inner = shell.run_cell(cell, store_history=False)
             error = inner.error_before_exec or inner.error_in_exec
         finally:
+            if live is not None:
+                live.stop()
             shell.displayhook.exec_result = outer
             try:
                 session.stop(error)
@@ -249,12 +267,18 @@ class GpuPerf(Magics):
     @argument("--store", metavar="PATH_OR_URL", help="Store to learn from (default as "
               "%%profile_training).")
     @argument("-w", "--widget", action="store_true", help="Show the what-if panel: "
-              "controls for batch size, epochs, GPU and features, answered as you change them.")
+              "controls for batch size, epochs, GPU and features, answered as you change "
+              "them, a plot against batch size and the offers table (job time and cost per "
+              "cloud instance, %%config GpuPerf.prices adds yours).")
+    @argument("--remaining", nargs="?", const="latest", metavar="RUN_ID",
+              help="Remaining time and cost of an interrupted or failed run with a known "
+              "job length (default: the latest such run); with --gpu NAME, also moved to "
+              "that GPU.")
     @argument("-q", "--quiet", action="store_true", help="Display nothing.")
     @argument("-o", "--output", action="store_true", help="Return the Prediction object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Prediction in variable VAR.")
     @line_magic
-    def predict_time(self, line: str) -> Prediction | WhatIfPanel | None:
+    def predict_time(self, line: str) -> Prediction | WhatIfPanel | Remaining | None:
         """Predict training time for other batch sizes, job lengths, GPUs or features.
 
         Usage::
@@ -262,11 +286,14 @@ class GpuPerf(Magics):
             %predict_time [NAME] [--batch-size 32,64,128] [--iterations N | --epochs E
                           [--samples N]] [--gpu "A100 80GB,H100"] [--gpu-count N]
                           [--set depth=50] [--store PATH_OR_URL] [-w] [-q] [-o] [-v VAR]
+            %predict_time --remaining [RUN_ID] [--gpu NAME] [--gpu-count N]
 
         Fits a regression model on the store's completed runs (cached; refitted only when
         the store changed) and shows, per configuration, the predicted total time (h:mm:ss),
         the time per iteration, an interval, the kind of prediction (interpolation,
         extrapolation, transfer to a GPU never measured) and the model's measured error.
+        ``--remaining`` answers how long a stopped run still needs, where it ran and on
+        another GPU, with the cost of both.
         """
         from gpuperf_magics import predict
 
@@ -275,6 +302,8 @@ class GpuPerf(Magics):
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
         try:
+            if args.remaining is not None:
+                return self._remaining(args, var)
             if args.widget:
                 panel = self._panel(args)
                 if not args.quiet:
@@ -299,6 +328,12 @@ class GpuPerf(Magics):
             raise UsageError(str(exc)) from None
         except StoreError as exc:
             raise UsageError(str(exc)) from None
+        except ValueError as exc:  # a price file that cannot be read (PriceError)
+            from gpuperf_magics.hardware.prices import PriceError
+
+            if isinstance(exc, PriceError):
+                raise UsageError(str(exc)) from None
+            raise
         if not args.quiet:
             from IPython.display import display
 
@@ -307,6 +342,37 @@ class GpuPerf(Magics):
             self.shell.user_ns[var] = result  # type: ignore[union-attr]
         return result if args.output else None
 
+
+    def _remaining(self, args: Any, var: str | None) -> Remaining | None:
+        """``--remaining [RUN_ID]``: the rest of a partly recorded run."""
+        from gpuperf_magics import predict
+        from gpuperf_magics.remaining import check_remaining_options, remaining_time
+
+        if args.widget:
+            raise UsageError("--remaining and -w do not go together")
+        check_remaining_options(name=args.name, batch_size=args.batch_size,
+                                iterations=args.iterations, epochs=args.epochs,
+                                samples=args.samples, set=args.set)
+        run_id = None
+        if args.remaining != "latest":
+            try:
+                run_id = int(args.remaining)
+            except ValueError:
+                raise UsageError(f"--remaining expects a run id (an integer), got "
+                                 f"{args.remaining!r}") from None
+        named = predict.parse_gpus(_joined(args.gpu))
+        gpus: list[str | None] = list(named) if named else [None]
+        if len(gpus) > 1:
+            raise UsageError("--remaining moves the job to one GPU: give one --gpu")
+        result = remaining_time(args.store or self.store, run_id, gpu=gpus[0],
+                                gpu_count=args.gpu_count, prices=self.prices)
+        if not args.quiet:
+            from IPython.display import display
+
+            display(result)
+        if var:
+            self.shell.user_ns[var] = result  # type: ignore[union-attr]
+        return result if args.output else None
 
     def _panel(self, args: Any) -> WhatIfPanel:
         """The what-if panel opened at the line's values (``-w``)."""
@@ -325,11 +391,33 @@ class GpuPerf(Magics):
                 batch_size=batches[0] if batches else None,
                 gpus=predict.parse_gpus(_joined(args.gpu)), gpu_count=args.gpu_count,
                 epochs=args.epochs, iterations=args.iterations, samples=args.samples,
+                prices=self.prices,
             )
-        except ValueError as exc:  # a starting value the panel cannot take
+        except ValueError as exc:  # a starting value or a price file the panel cannot take
             if isinstance(exc, predict.PredictionError):
                 raise
             raise UsageError(str(exc)) from None
+
+
+def _live_wanted(shell: Any) -> bool:
+    """The live line needs a front end that updates an output in place: a Jupyter kernel.
+    A terminal would print every update as a new line."""
+    return getattr(shell, "kernel", None) is not None
+
+
+class _UpdatingLine:
+    """One output, created at the first line and replaced by each later one."""
+
+    def __init__(self) -> None:
+        self._handle: Any = None
+
+    def __call__(self, text: str) -> None:
+        from IPython.display import display
+
+        if self._handle is None:
+            self._handle = display({"text/plain": text}, raw=True, display_id=True)
+        else:
+            self._handle.update({"text/plain": text}, raw=True)
 
 
 def load(shell: InteractiveShell) -> None:

@@ -2,13 +2,19 @@
 
 ``%predict_time --widget`` (or :func:`what_if`) shows a batch size, a job length (epochs ×
 samples per epoch, or iterations), a GPU and a GPU count, plus a control per numeric feature of
-the store; every change re-predicts (about 10 ms with the fitted model cached) and shows the
-answer with its kind and measured error, and the assumptions it rests on.
+the store; every change re-predicts with the fitted model cached (no refit) and shows the
+answer with its kind and measured error and the assumptions it rests on, a plot of the job's
+time against batch size (measured points marked, the interval as a band, extrapolation dashed)
+and the offers table of :func:`gpuperf_magics.offers.offers` (job time and cost per priced
+instance, a deadline picking the cheapest that meets it). An error inside a callback is shown
+in the panel, never lost in the kernel's log.
 """
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 import math
 import numbers
 from typing import Any
@@ -28,8 +34,13 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "epochs": (0.01, 1_000_000),
     "iterations": (1, 10**15),
     "samples": (1, 10**12),
+    "deadline_h": (0.001, 1_000_000),
 }
 _CPU_LABEL = "this CPU (measured)"
+#: CSS class of the saved answer shown when the widgets cannot render.
+_SNAPSHOT_CLASS = "gpuperf-whatif-saved"
+#: Offers selected when the panel opens (the chooser holds every priced instance).
+DEFAULT_OFFERS = 10
 
 
 def _number_text(value: float) -> str:
@@ -120,6 +131,11 @@ class WhatIfPanel:
     samples : int, optional
         Samples per epoch (default: the dataset size the store recorded, else 50,000, which
         the panel then says it assumed).
+    prices : path or DataFrame, optional
+        A price file merged over the built-in prices (see
+        :func:`gpuperf_magics.hardware.prices.prices`).
+    deadline_h : float, optional
+        Hours the job may take: the offers table marks the cheapest offer that meets it.
 
     Raises
     ------
@@ -138,6 +154,16 @@ class WhatIfPanel:
         The answer, the notes on what it assumes, or why there is no answer.
     text : str
         ``result`` as plain text.
+    plot : ipywidgets.Output
+        The plot of the job's time against batch size (a PNG, replaced on each change).
+    figure : matplotlib.figure.Figure or None
+        The figure last drawn (its lines hold the plotted points).
+    offers : Offers or None
+        The offers table last computed (``offers_view`` shows it).
+    instances : ipywidgets.SelectMultiple
+        The priced instances to compare.
+    deadline : ipywidgets.BoundedFloatText
+        Hours the job may take (0: no deadline).
     """
 
     def __init__(
@@ -151,9 +177,12 @@ class WhatIfPanel:
         epochs: float | None = None,
         iterations: int | None = None,
         samples: int | None = None,
+        prices: Any = None,
+        deadline_h: float | None = None,
     ) -> None:
         import ipywidgets as w
 
+        from gpuperf_magics.hardware.prices import prices as load_prices
         from gpuperf_magics.predict import _resolve_network, fit_store, predict_time
         from gpuperf_magics.store import Store
 
@@ -162,9 +191,13 @@ class WhatIfPanel:
         epochs = _starting_value("epochs", epochs, whole=False)
         iterations = _starting_value("iterations", iterations, whole=True)
         samples = _starting_value("samples", samples, whole=True)
+        if deadline_h is not None:
+            deadline_h = _starting_value("deadline_h", deadline_h, whole=False)
         if iterations is not None and epochs is not None:
             raise ValueError("give either iterations or epochs (× samples), not both")
         self._requested = _catalog_names(gpus)
+        self._prices = prices
+        price_table = load_prices(prices)  # a bad price file fails here, not in a callback
 
         self._predict_time = predict_time
         self._fit_store = fit_store
@@ -205,6 +238,19 @@ class WhatIfPanel:
         self.features: dict[str, Any] = {}
         self._feature_box = w.VBox()
         self.result = w.HTML()
+        choices = [(f"{r.provider} {r.instance} ({r.gpus}× {r.gpu}, {r.pricing})", r.instance)
+                   for r in price_table.drop_duplicates("instance").itertuples()]
+        self.instances = w.SelectMultiple(
+            options=choices, value=[v for _, v in choices[:DEFAULT_OFFERS]],
+            description="offers", rows=min(8, max(1, len(choices))), style=style,
+            layout=w.Layout(width="520px"))
+        self.deadline = w.BoundedFloatText(value=deadline_h or 0, min=0, max=1_000_000,
+                                           step=0.5, description="deadline (h, 0: none)",
+                                           style=style, layout=layout)
+        self.plot = w.Output()
+        self.offers_view = w.HTML()
+        self.figure: Any = None
+        self.offers: Any = None
 
         self._load_network(first, opening=True, batch_size=batch_size, samples=samples,
                            gpu_count=gpu_count)
@@ -212,12 +258,19 @@ class WhatIfPanel:
         self.length.observe(self._length_changed, names="value")
         self.network.observe(self._network_changed, names="value")
         for control in (self.batch_size, self.epochs, self.samples, self.iterations, self.gpu,
-                        self.gpu_count):
+                        self.gpu_count, self.instances, self.deadline):
             control.observe(self._update, names="value")
         self._show_length()
-        self.widget = w.VBox([self.network, self.batch_size, self.length, self.epochs,
-                              self.samples, self.iterations, self.gpu, self.gpu_count,
-                              self._feature_box, self.result])
+        controls = w.VBox([self.network, self.batch_size, self.length, self.epochs,
+                           self.samples, self.iterations, self.gpu, self.gpu_count,
+                           self._feature_box, self.instances, self.deadline])
+        # A notebook reopened without a kernel cannot draw the widgets; the answer is then
+        # shown by a plain output next to them (see _ipython_display_), which this style,
+        # present only while the widgets render, hides.
+        hide = w.HTML(f"<style>.{_SNAPSHOT_CLASS} {{display: none}}</style>")
+        self._snapshot: Any = None
+        self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view,
+                              hide])
         self._quiet = False
         self._update()
 
@@ -247,6 +300,12 @@ class WhatIfPanel:
             except StoreError:
                 runs = self.store.runs(status="ok").iloc[:0]
         latest = runs.iloc[-1] if len(runs) else pd.Series(dtype=object)
+        self._measured_batches = {int(b) for b in runs["batch_size"].dropna()} \
+            if model is not None else set()
+        # Measured seconds per iteration by batch size: the plot's points, scaled to the job.
+        per_it = (runs["time_s"] / runs["iterations"]).groupby(runs["batch_size"]).median() \
+            if model is not None and len(runs) else pd.Series(dtype=float)
+        self._measured_per_iteration = {int(b): float(t) for b, t in per_it.items()}
 
         gpu = latest.get("gpu")
         self._measured = gpu if isinstance(gpu, str) and gpu else None
@@ -336,21 +395,36 @@ class WhatIfPanel:
         self.result.value = f"<p style='color:#b00'>{html.escape(message)}</p>{hint}"
 
     def _update(self, change: Any = None) -> None:
+        """Re-answer after a change; any error, expected or not, is shown in the panel (an
+        observer's exception would otherwise only reach the kernel's log)."""
+        if self._quiet:
+            return
+        try:
+            self._answer()
+        except Exception as exc:
+            self._show_error(f"the panel failed: {type(exc).__name__}: {exc}")
+        try:
+            self._refresh_snapshot()
+        except Exception as exc:  # pragma: no cover - the live panel matters more
+            self._show_error(f"the saved answer could not be updated: {exc}")
+
+    def _length(self) -> dict[str, Any]:
+        if self.length.value == "epochs":
+            return {"epochs": self.epochs.value, "samples": self.samples.value}
+        return {"iterations": self.iterations.value}
+
+    def _answer(self) -> None:
         from gpuperf_magics.hardware.catalog import UnknownGPUError
         from gpuperf_magics.predict import PredictionError, format_duration
         from gpuperf_magics.store import StoreError
 
-        if self._quiet:
-            return
         if self._error is not None:
             self._show_error(self._error)
+            self.plot.outputs = ()
+            self.offers_view.value = ""
             return
         on_gpu = self.gpu.value != self._here or self._measured is not None
-        if self.length.value == "epochs":
-            length: dict[str, Any] = {"epochs": self.epochs.value,
-                                      "samples": self.samples.value}
-        else:
-            length = {"iterations": self.iterations.value}
+        length = self._length()
         try:
             prediction = self._predict_time(
                 self.store, self.network.value, batch_sizes=[self.batch_size.value],
@@ -360,6 +434,8 @@ class WhatIfPanel:
             )
         except (PredictionError, UnknownGPUError, StoreError) as exc:
             self._show_error(str(exc))
+            self.plot.outputs = ()
+            self.offers_view.value = ""
             return
         row = prediction.frame.iloc[-1]
         if self.length.value == "epochs":
@@ -379,6 +455,105 @@ class WhatIfPanel:
             f"</p><p>{html.escape(kind)} · expected error ±{100 * row['expected_mape']:.0f}% · "
             f"{html.escape(prediction.header())}</p>{notes}"
         )
+        for part, show in ((self._draw, self.plot), (self._show_offers, self.offers_view)):
+            try:
+                part(on_gpu)
+            except Exception as exc:  # one part failing leaves the others standing
+                message = f"<p style='color:#b00'>{html.escape(type(exc).__name__)}: " \
+                          f"{html.escape(str(exc))}</p>"
+                if show is self.plot:
+                    self.figure = None
+                    self.plot.outputs = ({"output_type": "display_data", "metadata": {},
+                                          "data": {"text/html": message,
+                                                   "text/plain": str(exc)}},)
+                else:
+                    self.offers = None
+                    self.offers_view.value = message
+
+    # ------------------------------------------------------------------ plot and offers
+    def _plot_batches(self) -> list[int]:
+        """Measured batch sizes, powers of two from half the smallest to four times the
+        largest, and the batch size asked for."""
+        measured = sorted(self._measured_batches) or [self.batch_size.value]
+        low, high = max(1, measured[0] // 2), measured[-1] * 4
+        powers = [2**k for k in range(0, 21) if low <= 2**k <= high]
+        return sorted({*measured, *powers, self.batch_size.value})
+
+    def _draw(self, on_gpu: bool) -> None:
+        """Job time against batch size on the measured device and the chosen GPU, drawn into
+        a new PNG that replaces the last one in ``plot`` (one update: no flicker)."""
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        chosen = self.gpu.value if self.gpu.value != self._here else None
+        prediction = self._predict_time(
+            self.store, self.network.value, batch_sizes=self._plot_batches(),
+            gpus=[chosen] if chosen else None,
+            gpu_count=self.gpu_count.value if on_gpu else None,
+            settings={k: v.value for k, v in self.features.items()}, **self._length(),
+        )
+        frame = prediction.frame
+        figure = Figure(figsize=(5.2, 3.4), dpi=80)
+        ax = figure.add_subplot()
+        measured = sorted(self._measured_batches)
+        devices = list(dict.fromkeys(frame["gpu"].where(frame["gpu"].notna(), None)))
+        for number, device in enumerate(devices):
+            rows = frame[frame["gpu"].isna()] if device is None else frame[frame["gpu"] == device]
+            rows = rows.sort_values("batch_size")
+            name = self._here if number == 0 else str(device)
+            color = f"C{number}"
+            x = rows["batch_size"].to_numpy()
+            ax.fill_between(x, rows["time_low_s"], rows["time_high_s"], color=color,
+                            alpha=0.15, linewidth=0)
+            # The whole curve dashed; on the measured device the measured range drawn over it
+            # solid, so what is extrapolated (or, on another GPU, transferred) stays dashed.
+            ax.plot(x, rows["time_s"], linestyle="--", color=color,
+                    label=f"{name} ({'extrapolated' if number == 0 else 'transfer'})")
+            inside = (x >= measured[0]) & (x <= measured[-1]) if number == 0 and measured \
+                else x < 0
+            if inside.any():
+                ax.plot(x[inside], rows["time_s"].to_numpy()[inside], linestyle="-",
+                        color=color, label=f"{name} (interpolated)")
+            if number == 0 and measured:
+                points = rows[rows["batch_size"].isin(measured)]
+                per_it = points["batch_size"].map(self._measured_per_iteration)
+                ax.plot(points["batch_size"], per_it * points["iterations"], linestyle="none",
+                        marker="o", color=color, label="measured (× the job's iterations)")
+        ax.axvline(self.batch_size.value, color="grey", linewidth=0.8)
+        if self.deadline.value:
+            ax.axhline(self.deadline.value * 3600, color="#b00", linewidth=0.8,
+                       label="deadline")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size")
+        ax.set_ylabel("job time (s)")
+        ax.set_title(f"{self.network.value}: time of the job", fontsize=10)
+        ax.legend(fontsize=7)
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        FigureCanvasAgg(figure).print_png(buffer)
+        self.figure = figure
+        self.plot.outputs = ({
+            "output_type": "display_data", "metadata": {},
+            "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+                     "text/plain": f"<plot of {self.network.value}'s job time>"},
+        },)
+
+    def _show_offers(self, on_gpu: bool) -> None:
+        from gpuperf_magics.offers import offers
+
+        if not self.instances.value:
+            self.offers = None
+            self.offers_view.value = "<p>Choose offers above to compare their cost.</p>"
+            return
+        self.offers = offers(
+            self.store, self.network.value, batch_size=self.batch_size.value,
+            settings={k: v.value for k, v in self.features.items()},
+            instances=list(self.instances.value), prices=self._prices,
+            deadline_s=self.deadline.value * 3600 if self.deadline.value else None,
+            **self._length(),
+        )
+        self.offers_view.value = self.offers._repr_html_()
 
     @property
     def text(self) -> str:
@@ -388,10 +563,29 @@ class WhatIfPanel:
         paragraphs = re.sub(r"</p>\s*", "\n", self.result.value)
         return html.unescape(re.sub(r"<[^>]+>", "", paragraphs)).strip()
 
+    def snapshot_html(self) -> str:
+        """The panel's current answer as plain HTML: the prediction, the plot (a PNG) and the
+        offers table; what a saved notebook shows where the widgets cannot render."""
+        image = ""
+        if self.plot.outputs and "image/png" in self.plot.outputs[0].get("data", {}):
+            data = self.plot.outputs[0]["data"]["image/png"]
+            image = f"<img src='data:image/png;base64,{data}' alt='job time against batch size'>"
+        return (f"<div class='{_SNAPSHOT_CLASS}'><p><i>The what-if panel's last answer "
+                f"({html.escape(self.network.value)}, batch {self.batch_size.value}; open the "
+                f"notebook with a kernel to change it):</i></p>{self.result.value}{image}"
+                f"{self.offers_view.value}</div>")
+
+    def _refresh_snapshot(self) -> None:
+        if self._snapshot is not None:
+            self._snapshot.update({"text/html": self.snapshot_html(), "text/plain": self.text},
+                                  raw=True)
+
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
+        self._snapshot = display({"text/html": self.snapshot_html(), "text/plain": self.text},
+                                 raw=True, display_id=True)
 
 
 def what_if(
@@ -404,6 +598,8 @@ def what_if(
     epochs: float | None = None,
     iterations: int | None = None,
     samples: int | None = None,
+    prices: Any = None,
+    deadline_h: float | None = None,
 ) -> WhatIfPanel:
     """The what-if panel for a store (display it as the last expression of a cell).
 
@@ -417,6 +613,10 @@ def what_if(
         Starting values of the controls, as for :class:`WhatIfPanel` (``%predict_time -w``
         passes ``--batch-size``, ``--gpu``, ``--gpu-count``, ``--epochs``, ``--iterations``
         and ``--samples`` here).
+    prices : path or DataFrame, optional
+        A price file merged over the built-in prices (``%config GpuPerf.prices``).
+    deadline_h : float, optional
+        Hours the job may take (the offers table marks the cheapest offer meeting it).
 
     Returns
     -------
@@ -435,4 +635,5 @@ def what_if(
     >>> what_if("runs.sqlite", batch_size=48, gpus=["T4"], epochs=3, samples=1000)  # doctest: +SKIP
     """
     return WhatIfPanel(store, network, batch_size=batch_size, gpus=gpus, gpu_count=gpu_count,
-                       epochs=epochs, iterations=iterations, samples=samples)
+                       epochs=epochs, iterations=iterations, samples=samples, prices=prices,
+                       deadline_h=deadline_h)

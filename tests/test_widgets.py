@@ -267,3 +267,162 @@ def test_magic_widget_errors_are_usage_errors(ip, store, line, message):
 
     with pytest.raises(UsageError, match=message):
         ip.run_line_magic("predict_time", f"--store {store} -w {line}")
+
+
+# --------------------------------------------------------------------------- plot and offers
+def _lines(panel) -> dict[str, object]:
+    return {line.get_label(): line for line in panel.figure.axes[0].lines
+            if not line.get_label().startswith("_")}
+
+
+def test_plot_draws_time_against_batch_size_with_measured_points_and_band(imported):
+    panel = what_if(imported, iterations=1000)
+    lines = _lines(panel)
+    assert set(lines) == {"T4 (extrapolated)", "T4 (interpolated)",
+                          "measured (× the job's iterations)"}
+    assert list(lines["T4 (extrapolated)"].get_xdata()) == [8, 16, 32, 64, 128, 256, 512]
+    assert lines["T4 (extrapolated)"].get_linestyle() == "--"
+    assert list(lines["T4 (interpolated)"].get_xdata()) == [16, 32, 64, 128]
+    assert lines["T4 (interpolated)"].get_linestyle() == "-"
+    points = lines["measured (× the job's iterations)"]
+    # The imported per-step times (0.01 + 0.001 × batch) × the job's 1,000 iterations.
+    assert list(points.get_xdata()) == [16, 32, 64, 128]
+    assert list(points.get_ydata()) == pytest.approx([26, 42, 74, 138])
+    assert len(panel.figure.axes[0].collections) == 1  # the interval band
+    assert "image/png" in panel.plot.outputs[0]["data"]
+    before = list(lines["T4 (extrapolated)"].get_ydata())
+    panel.iterations.value = 2000
+    after = list(_lines(panel)["T4 (extrapolated)"].get_ydata())
+    assert after == pytest.approx([2 * t for t in before])
+
+
+def test_plot_adds_the_chosen_gpu_as_a_transfer(imported):
+    panel = what_if(imported, iterations=1000)
+    panel.gpu.value = "NVIDIA A10G"
+    lines = _lines(panel)
+    assert "NVIDIA A10G (transfer)" in lines and "T4 (interpolated)" in lines
+    assert lines["NVIDIA A10G (transfer)"].get_linestyle() == "--"
+    assert len(panel.figure.axes[0].collections) == 2
+    panel.deadline.value = 1
+    assert list(_lines(panel)["deadline"].get_ydata()) == [3600, 3600]
+
+
+def test_offers_table_costs_marks_and_deadline_follow_the_controls(imported):
+    panel = what_if(imported, iterations=10_000)
+    frame = panel.offers.frame
+    assert frame.iloc[0]["offer"] == "measured: T4"
+    assert len(frame) == 1 + len(panel.instances.value)
+    priced = frame.iloc[1:]
+    assert priced["cost_usd"].to_numpy() == pytest.approx(
+        (priced["time_s"] * priced["usd_per_hour"] / 3600).to_numpy())
+    assert panel.offers.cheapest["cost_usd"] == priced["cost_usd"].min()
+    assert panel.offers.fastest["time_s"] == priced["time_s"].min()
+    assert "job cost" in panel.offers_view.value and "cheapest" in panel.offers_view.value
+    assert panel.offers.within_deadline is None
+    ends = sorted(priced["time_high_s"])
+    panel.deadline.value = (ends[0] + ends[1]) / 2 / 3600
+    assert panel.offers.within_deadline["time_high_s"] == ends[0]
+    assert "cheapest within deadline" in panel.offers_view.value
+    panel.instances.value = ["g5.xlarge"]
+    assert list(panel.offers.frame["instance"]) == ["", "g5.xlarge"]
+    panel.batch_size.value = 16  # a cheaper job: the table follows
+    assert panel.offers.frame.iloc[1]["cost_usd"] < priced.iloc[0]["cost_usd"]
+    panel.instances.value = []
+    assert panel.offers is None and "Choose offers" in panel.offers_view.value
+
+
+def test_a_users_prices_join_the_offers(imported, tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+                    "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
+    panel = what_if(imported, iterations=1000, prices=path)
+    assert "t4-box" in panel.offers.frame["instance"].tolist()
+    with pytest.raises(ValueError, match="usd_per_hour"):
+        path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+                        "acme,eu,t4-box,T4,1,on-demand,free,2026-11-01,quote\n")
+        what_if(imported, prices=path)
+
+
+def test_changes_do_not_refit_the_model(imported, monkeypatch):
+    from gpuperf_magics.model import TrainingTimeModel
+
+    panel = what_if(imported, iterations=1000)
+    fits = []
+    original = TrainingTimeModel.fit
+    monkeypatch.setattr(TrainingTimeModel, "fit",
+                        lambda self, *a, **k: fits.append(1) or original(self, *a, **k))
+    panel.batch_size.value = 32
+    panel.gpu.value = "NVIDIA A10G"
+    panel.deadline.value = 2
+    assert fits == [] and "expected error" in panel.text
+
+
+def test_errors_inside_callbacks_are_shown_in_the_panel(imported):
+    panel = what_if(imported, iterations=1000)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    panel._predict_time = broken
+    panel.batch_size.value = 32  # the observer must not raise
+    assert "the panel failed: RuntimeError: disk on fire" in panel.text
+
+
+def test_magic_widget_takes_the_configured_prices(ip, imported, tmp_path):
+    from IPython.core.error import UsageError
+
+    path = tmp_path / "mine.csv"
+    path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+                    "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
+    ip.run_line_magic("config", f"GpuPerf.prices = {str(path)!r}")
+    try:
+        panel = ip.run_line_magic("predict_time", f"--store {imported} -w -q -o")
+        assert "t4-box" in panel.offers.frame["instance"].tolist()
+        path.write_text("provider,region\nacme,eu\n")
+        with pytest.raises(UsageError, match="missing column"):
+            ip.run_line_magic("predict_time", f"--store {imported} -w -q")
+    finally:
+        ip.run_line_magic("config", "GpuPerf.prices = None")
+
+
+def test_a_saved_answer_sits_next_to_the_widgets_and_follows_them(imported, monkeypatch):
+    shown, updates = [], []
+
+    class Handle:
+        def update(self, obj, **kwargs):
+            updates.append(obj)
+
+    def display(obj, **kwargs):
+        shown.append((obj, kwargs))
+        return Handle() if kwargs.get("display_id") else None
+
+    monkeypatch.setattr("IPython.display.display", display)
+    panel = what_if(imported, iterations=1000)
+    panel._ipython_display_()
+    assert shown[0][0] is panel.widget
+    saved, options = shown[1]
+    assert options["display_id"] and options["raw"]
+    page = saved["text/html"]
+    assert "gpuperf-whatif-saved" in page and "for 1,000 iterations" in page
+    assert "data:image/png;base64," in page and "job cost" in page
+    assert saved["text/plain"] == panel.text
+    # The widgets carry the style that hides the saved copy while they render.
+    assert any("gpuperf-whatif-saved {display: none}" in getattr(c, "value", "")
+               for c in panel.widget.children)
+    panel.iterations.value = 2000
+    assert updates and "for 2,000 iterations" in updates[-1]["text/html"]
+
+
+def test_a_failing_offers_table_leaves_the_answer_and_the_plot_standing(imported, monkeypatch):
+    import gpuperf_magics.offers
+
+    panel = what_if(imported, iterations=1000)
+
+    def broken(*args, **kwargs):
+        raise PredictionError("no offers today")
+
+    monkeypatch.setattr(gpuperf_magics.offers, "offers", broken)
+    panel.batch_size.value = 32
+    assert "PredictionError: no offers today" in panel.offers_view.value
+    assert panel.offers is None
+    assert "expected error" in panel.text and panel.figure is not None

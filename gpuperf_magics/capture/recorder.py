@@ -232,6 +232,21 @@ class Recorder:
         if self.clock is not None:
             self.clock.finish()
 
+    @property
+    def steps_seen(self) -> int:
+        """Optimizer steps of the primary optimizer so far (read from another thread by the
+        live line: one int, no lock on the timed path)."""
+        return self._steps_seen
+
+    def loader_length(self) -> int | None:
+        """Batches per pass of the longest sized DataLoader iterated so far (None: none)."""
+        try:
+            lengths = [_safe_len(entry[0]) for entry in list(self.loaders.values())]
+        except RuntimeError:  # the training thread added a loader meanwhile
+            return None
+        known = [n for n in lengths if n]
+        return max(known) if known else None
+
     def _ensure_clock(self, device: torch.device | None) -> Clock:
         if self.clock is None:
             self.clock = make_clock(device, self.sync)

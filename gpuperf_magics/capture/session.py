@@ -224,6 +224,20 @@ class ProfileSession:
         self._recorder.__enter__()
         return self.run
 
+    def progress(self) -> tuple[int, int | None]:
+        """Optimizer steps so far and steps of the whole job (None when not known yet):
+        ``total_iterations``, else ``epochs`` × the DataLoader's length once one is iterated.
+        Safe to call from another thread while the block runs (the live line does)."""
+        rec = self._recorder
+        if rec is None:
+            return 0, None
+        total = self.run.hyper.get("total_iterations")
+        epochs = self.run.hyper.get("epochs")
+        if total is None and epochs is not None:
+            per_epoch = rec.loader_length()
+            total = max(1, math.ceil(epochs * per_epoch)) if per_epoch else None
+        return rec.steps_seen, total
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,

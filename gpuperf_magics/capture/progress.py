@@ -1,0 +1,166 @@
+"""The live line of a profiled cell: steps done, ms/it, elapsed, remaining, finish time.
+
+A daemon thread wakes a few times a second (never on the timed path: the hooks only count
+steps), reads how many optimizer steps the cell has made, and rewrites one line in place
+through a display handle (one output per cell, updated, never one per iteration). The time per
+step is measured from the end of warm-up to now, so pauses between steps (evaluation,
+checkpoints) count as they happen and warm-up does not; while the run is young it is blended
+with the store's model when one is given (the run weighs ``n / (n + PRIOR_STEPS)`` after ``n``
+steps).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["PRIOR_STEPS", "Estimate", "LiveLine", "RemainingEstimator"]
+
+#: Steps after which the run's own rate outweighs the model's.
+PRIOR_STEPS = 20
+#: Steps left out at the start (compilation, allocator and cache warm-up).
+WARMUP_STEPS = 2
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Where a running job stands."""
+
+    steps: int
+    total: int
+    elapsed_s: float
+    per_step_s: float | None
+    remaining_s: float | None
+    finish: _dt.datetime | None
+
+    def line(self) -> str:
+        """``120/1,000 it · 41.3 ms/it · elapsed 5.0 s · 36.4 s left · done at 14:02:31``."""
+        from gpuperf_magics.predict import format_duration
+
+        parts = [f"{self.steps:,}/{self.total:,} it"]
+        if self.per_step_s is not None:
+            parts.append(f"{1e3 * self.per_step_s:.1f} ms/it")
+        parts.append(f"elapsed {format_duration(self.elapsed_s)}")
+        if self.remaining_s is not None and self.finish is not None:
+            parts.append(f"{format_duration(self.remaining_s)} left")
+            parts.append(f"done at {self.finish:%H:%M:%S}")
+        else:
+            parts.append("estimating…")
+        return " · ".join(parts)
+
+
+class RemainingEstimator:
+    """Remaining time from (time, steps) samples of a running job.
+
+    Parameters
+    ----------
+    total : int
+        Steps of the whole job.
+    start : float
+        Clock reading when the job started.
+    model_per_step : float, optional
+        The store's prediction of one step, used while the run has few steps of its own.
+    """
+
+    def __init__(self, total: int, start: float, model_per_step: float | None = None) -> None:
+        self.total = total
+        self.start = start
+        self.model_per_step = model_per_step
+        self._base: tuple[float, int] | None = None  # first sample after warm-up
+
+    def update(self, now: float, steps: int, wall: _dt.datetime) -> Estimate:
+        if self._base is None and steps >= WARMUP_STEPS:
+            self._base = (now, steps)
+        own = None
+        n = 0
+        if self._base is not None and steps > self._base[1]:
+            n = steps - self._base[1]
+            own = (now - self._base[0]) / n
+        if own is not None and self.model_per_step is not None:
+            weight = n / (n + PRIOR_STEPS)
+            per_step: float | None = weight * own + (1 - weight) * self.model_per_step
+        else:
+            per_step = own if own is not None else self.model_per_step
+        remaining = finish = None
+        if per_step is not None:
+            remaining = per_step * max(0, self.total - steps)
+            finish = wall + _dt.timedelta(seconds=remaining)
+        return Estimate(steps, self.total, now - self.start, per_step, remaining, finish)
+
+
+class LiveLine:
+    """One line, rewritten in place while a cell trains.
+
+    Parameters
+    ----------
+    steps : callable
+        Returns ``(steps done, steps of the job or None)``; called from the thread.
+    show : callable
+        Shows a line; the first call creates the output, later calls replace it.
+    clock, wall : callable
+        Monotonic seconds and the local time of day (injected in tests).
+    interval : float
+        Seconds between updates (a few a second at most).
+    model_per_step : float, optional
+        The store's prediction of one step (see :class:`RemainingEstimator`).
+    """
+
+    def __init__(
+        self,
+        steps: Callable[[], tuple[int, int | None]],
+        show: Callable[[str], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], _dt.datetime] = _dt.datetime.now,
+        interval: float = 0.5,
+        model_per_step: float | None = None,
+    ) -> None:
+        self._steps, self._show, self._clock, self._wall = steps, show, clock, wall
+        self.interval = interval
+        self.model_per_step = model_per_step
+        self._start = clock()
+        self._estimator: RemainingEstimator | None = None
+        self._last: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> str | None:
+        """One update: the line shown, or None when the job length is not known (yet) or
+        the line did not change."""
+        steps, total = self._steps()
+        if not total:
+            return None
+        if self._estimator is None or self._estimator.total != total:
+            self._estimator = RemainingEstimator(total, self._start, self.model_per_step)
+        text = self._estimator.update(self._clock(), steps, self._wall()).line()
+        if text == self._last:
+            return None
+        self._last = text
+        self._show(text)
+        return text
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # a line that cannot be drawn must never stop the training
+                return
+
+    def start(self) -> LiveLine:
+        self._thread = threading.Thread(target=self._run, name="gpuperf-live-line",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and draw the final state once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        # The run matters more than its progress line: a failing last draw is dropped.
+        with contextlib.suppress(Exception):
+            self.tick()

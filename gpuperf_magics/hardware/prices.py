@@ -1,0 +1,171 @@
+"""Prices of cloud GPU instances, for the cost column of the offers table.
+
+The built-in figures live in ``prices.csv`` next to this module, each row with the date the
+price was read for and the page it comes from (its comment header says what every column
+means). They are few and they age: a user's own file (``%config GpuPerf.prices``, ``prices=``
+in Python) adds rows, and replaces a built-in row of the same provider, region, instance and
+pricing. Nothing here reaches the network.
+
+Examples
+--------
+>>> from gpuperf_magics.hardware.prices import prices
+>>> table = prices()
+>>> table.loc[table["instance"] == "g5.xlarge", "gpu"].iloc[0]
+'NVIDIA A10G'
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+__all__ = ["COLUMNS", "KEY", "PRICINGS", "PriceError", "prices"]
+
+#: Columns of a price table; ``note`` may be left out of a user's file.
+COLUMNS = ("provider", "region", "instance", "gpu", "gpus", "pricing", "usd_per_hour", "date",
+           "source", "note")
+#: A row of a user's file replaces the built-in row with the same values of these columns.
+KEY = ("provider", "region", "instance", "pricing")
+#: What ``pricing`` may say.
+PRICINGS = ("on-demand", "spot", "capacity-block")
+
+
+class PriceError(ValueError):
+    """A price file or table cannot be read; the message names the file, row and column."""
+
+
+def _read(source: Any) -> pd.DataFrame:
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        return source.copy()
+    try:
+        return pd.read_csv(source, comment="#", dtype=str, keep_default_na=False,
+                           skipinitialspace=True)
+    except FileNotFoundError:
+        raise PriceError(f"price file {source} does not exist") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise PriceError(f"price file {source} cannot be read as CSV: {exc}") from None
+
+
+def _builtin() -> pd.DataFrame:
+    text = resources.files("gpuperf_magics.hardware").joinpath("prices.csv").read_text("utf-8")
+    return _validate(_read(io.StringIO(text)), "the built-in prices.csv")
+
+
+def _validate(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
+    """The rows checked and normalised (GPU names made the catalog's, numbers typed).
+
+    Raises
+    ------
+    PriceError
+        A column is missing, or a row has an unknown GPU, a GPU count that is not a whole
+        number > 0, a price that is not a finite number > 0, an unknown pricing, a date that
+        is not an ISO date, or an empty provider, region, instance or source.
+    """
+    import pandas as pd
+
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+
+    frame = frame.rename(columns=lambda c: str(c).strip())
+    missing = [c for c in COLUMNS if c != "note" and c not in frame.columns]
+    if missing:
+        raise PriceError(f"{origin}: missing column(s) {', '.join(missing)}; a price table "
+                         f"has the columns {', '.join(COLUMNS)} (note optional)")
+    if "note" not in frame.columns:
+        frame["note"] = ""
+    rows = []
+    for number, (_, row) in enumerate(frame.iterrows(), start=1):
+        where = f"{origin}, row {number}"
+
+        def text(column: str, row: pd.Series = row, where: str = where) -> str:
+            value = row[column]
+            out = "" if value is None or (isinstance(value, float) and math.isnan(value)) \
+                else str(value).strip()
+            if not out and column != "note":
+                raise PriceError(f"{where}: {column} is empty")
+            return out
+
+        try:
+            gpu = str(lookup(text("gpu"))["gpu_name"])
+        except UnknownGPUError as exc:
+            raise PriceError(f"{where}: {exc}") from None
+        try:
+            count = float(text("gpus"))
+        except ValueError:
+            count = math.nan
+        if not (math.isfinite(count) and count >= 1 and count.is_integer()):
+            raise PriceError(f"{where}: gpus must be a whole number >= 1, got {row['gpus']!r}")
+        try:
+            price = float(text("usd_per_hour"))
+        except ValueError:
+            price = math.nan
+        if not (math.isfinite(price) and price > 0):
+            raise PriceError(f"{where}: usd_per_hour must be a finite number > 0, got "
+                             f"{row['usd_per_hour']!r}")
+        pricing = text("pricing").lower()
+        if pricing not in PRICINGS:
+            raise PriceError(f"{where}: pricing must be one of {', '.join(PRICINGS)}, got "
+                             f"{row['pricing']!r}")
+        try:
+            date = pd.Timestamp(text("date")).date()
+        except ValueError:
+            raise PriceError(f"{where}: date must be an ISO date (2026-05-07), got "
+                             f"{row['date']!r}") from None
+        rows.append({"provider": text("provider").lower(), "region": text("region"),
+                     "instance": text("instance"), "gpu": gpu, "gpus": int(count),
+                     "pricing": pricing, "usd_per_hour": price, "date": date,
+                     "source": text("source"), "note": text("note")})
+    out = pd.DataFrame(rows, columns=list(COLUMNS))
+    twice = out.duplicated(list(KEY), keep=False)
+    if twice.any():
+        first = out[twice].iloc[0]
+        raise PriceError(f"{origin}: {first['instance']} ({first['provider']}, "
+                         f"{first['region']}, {first['pricing']}) is listed more than once")
+    return out
+
+
+def prices(extra: str | os.PathLike[str] | pd.DataFrame | None = None) -> pd.DataFrame:
+    """The price table: the built-in rows, with a user's own rows added or replacing them.
+
+    Parameters
+    ----------
+    extra : path or DataFrame, optional
+        A CSV file (``#`` comment lines allowed) or a table with the columns :data:`COLUMNS`
+        (``note`` optional). A row with the :data:`KEY` of a built-in row replaces it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per offer, built-in rows first in their order, then the user's new rows;
+        ``gpu`` is the catalog's name, ``date`` a :class:`datetime.date`. A new frame on
+        every call.
+
+    Raises
+    ------
+    PriceError
+        The file is missing or unreadable, or a row is invalid (the message names the file,
+        the row counted from 1 after the header, and the column).
+    """
+    import pandas as pd
+
+    table = _builtin()
+    if extra is None:
+        return table
+    origin = "the prices table" if isinstance(extra, pd.DataFrame) else f"price file {extra}"
+    mine = _validate(_read(extra), origin)
+    key = list(KEY)
+    replaced = table.set_index(key).index.isin(mine.set_index(key).index)
+    kept = table[~replaced]
+    # A replaced row keeps its place; new rows follow the built-in ones.
+    merged = pd.concat([kept, mine], ignore_index=True)
+    order = {k: i for i, k in enumerate(map(tuple, table[key].to_numpy()))}
+    rank = [order.get(tuple(k), len(order) + i)
+            for i, k in enumerate(merged[key].to_numpy())]
+    return merged.iloc[sorted(range(len(merged)), key=rank.__getitem__)].reset_index(drop=True)

@@ -1,0 +1,287 @@
+"""Which instance to rent: predicted job time and cost of a job on priced cloud offers.
+
+:func:`offers` asks :func:`gpuperf_magics.predict.predict_time` for the job on the measured
+device and on the GPU of every offer of the price table
+(:func:`gpuperf_magics.hardware.prices.prices`), at each offer's GPU count, and prices it: job
+cost = predicted time × the instance's price per hour. The cheapest and the fastest offers are
+marked, and with a deadline the cheapest offer whose interval's upper end meets it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpuperf_magics.predict import PredictionError, format_duration
+
+if TYPE_CHECKING:  # pragma: no cover
+    import os
+
+    import pandas as pd
+
+__all__ = ["Offers", "format_cost", "offers"]
+
+#: Marks of the ``marks`` column.
+CHEAPEST, FASTEST, DEADLINE = "cheapest", "fastest", "cheapest within deadline"
+
+
+def format_cost(usd: float) -> str:
+    """``$1,234`` from $100 on, ``$12.35`` below, ``$0.0042`` under a cent, ``—`` when
+    there is no price."""
+    if not math.isfinite(usd):
+        return "—"
+    if usd >= 100:
+        return f"${usd:,.0f}"
+    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.2g}"
+
+
+@dataclass
+class Offers:
+    """A job's predicted time and cost on the measured device and on priced instances.
+
+    Attributes
+    ----------
+    network : str
+    frame : DataFrame
+        One row per offer, the measured device first (``instance`` empty, no price):
+        ``offer, provider, region, instance, pricing, gpu, gpus, batch_size, iterations,
+        time_s, time_low_s, time_high_s, kind, detail, expected_mape, usd_per_hour,
+        cost_usd, cost_low_usd, cost_high_usd, price_date, marks, note``.
+    deadline_s : float or None
+        The deadline the ``cheapest within deadline`` mark was chosen for.
+    notes : list of str
+        What the answer assumes (job length, prices' age, no offer meeting the deadline).
+    """
+
+    network: str
+    frame: pd.DataFrame
+    deadline_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def _row(self, mark: str) -> pd.Series | None:
+        hit = self.frame[self.frame["marks"].str.split(", ").apply(lambda m: mark in m)]
+        return None if hit.empty else hit.iloc[0]
+
+    @property
+    def cheapest(self) -> pd.Series | None:
+        """The priced offer of lowest job cost."""
+        return self._row(CHEAPEST)
+
+    @property
+    def fastest(self) -> pd.Series | None:
+        """The priced offer of shortest predicted time."""
+        return self._row(FASTEST)
+
+    @property
+    def within_deadline(self) -> pd.Series | None:
+        """The cheapest offer whose interval's upper end meets the deadline (None without
+        a deadline, or when no offer meets it)."""
+        return self._row(DEADLINE)
+
+    def table(self) -> pd.DataFrame:
+        """The human table: offer, GPUs, time and interval, kind and error, price, cost."""
+        import pandas as pd
+
+        rows = []
+        for _, r in self.frame.iterrows():
+            kind = r["kind"] + (f" ({r['detail']})" if r["detail"] else "")
+            rows.append({
+                "offer": r["offer"],
+                "GPUs": f"{int(r['gpus'])}× {r['gpu']}" if r["gpu"] else "CPU",
+                "job time": format_duration(r["time_s"]),
+                "interval": f"{format_duration(r['time_low_s'])} – "
+                            f"{format_duration(r['time_high_s'])}",
+                "kind": kind,
+                "expected error": f"±{100 * r['expected_mape']:.0f}%",
+                "$/hour": format_cost(r["usd_per_hour"]),
+                "job cost": format_cost(r["cost_usd"]),
+                "mark": r["marks"],
+                "note": r["note"],
+            })
+        return pd.DataFrame(rows)
+
+    def header(self) -> str:
+        deadline = (f"; deadline {format_duration(self.deadline_s)}"
+                    if self.deadline_s is not None else "")
+        return f"{self.network}: job time and cost per offer{deadline}"
+
+    def __str__(self) -> str:
+        lines = [self.header(), self.table().to_string(index=False)]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("Offers(...)" if cycle else str(self))
+
+    def _repr_html_(self) -> str:
+        foot = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (
+            f"<div class='gpuperf-offers'><p><b>{html.escape(self.header())}</b></p>"
+            + self.table().to_html(index=False, escape=True, border=0)
+            + (f"<ul>{foot}</ul>" if foot else "")
+            + "</div>"
+        )
+
+
+def _select(table: pd.DataFrame, instances: list[str] | None) -> pd.DataFrame:
+    if instances is None:
+        return table
+    known = list(dict.fromkeys(table["instance"]))
+    lowered = {k.lower(): k for k in known}
+    wanted = []
+    for name in instances:
+        if str(name).lower() not in lowered:
+            raise PredictionError(f"no price for instance {name!r}; priced instances: "
+                                  + ", ".join(known) + " (add your own with prices=)")
+        wanted.append(lowered[str(name).lower()])
+    return table[table["instance"].isin(wanted)]
+
+
+def offers(
+    store: Any = None,
+    network: str | None = None,
+    *,
+    batch_size: int | None = None,
+    iterations: int | None = None,
+    epochs: float | None = None,
+    samples: int | None = None,
+    settings: dict[str, float] | None = None,
+    instances: list[str] | None = None,
+    prices: str | os.PathLike[str] | pd.DataFrame | None = None,
+    deadline_s: float | None = None,
+    coverage: float = 0.9,
+    today: datetime.date | None = None,
+) -> Offers:
+    """Predicted time and cost of one job on the measured device and on priced instances.
+
+    Parameters
+    ----------
+    store, network, iterations, epochs, samples, settings, coverage
+        As for :func:`~gpuperf_magics.predict.predict_time`.
+    batch_size : int, optional
+        Batch size of the job (default: the latest run's).
+    instances : list of str, optional
+        Instance names of the price table to compare (default: all of them).
+    prices : path or DataFrame, optional
+        A price file merged over the built-in prices
+        (:func:`gpuperf_magics.hardware.prices.prices`).
+    deadline_s : float, optional
+        Seconds the job may take: the cheapest offer whose interval's upper end is within
+        it is marked.
+    today : date, optional
+        The date the prices' age is counted to (default: today).
+
+    Returns
+    -------
+    Offers
+
+    Raises
+    ------
+    PredictionError
+        As :func:`~gpuperf_magics.predict.predict_time`; an instance with no price; a
+        deadline that is not a finite number > 0.
+    PriceError
+        The price file is unreadable or has an invalid row.
+    """
+    import pandas as pd
+
+    from gpuperf_magics.hardware.prices import prices as load_prices
+    from gpuperf_magics.predict import fit_store, predict_time
+
+    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
+        raise PredictionError(f"the deadline must be a finite number of seconds > 0, got "
+                              f"{deadline_s}")
+    chosen = _select(load_prices(prices), instances)
+    _, runs = fit_store(store, network)
+    net = str(runs["network"].iloc[0])
+    if batch_size is None:
+        known = runs["batch_size"].dropna()
+        batch_size = int(known.iloc[-1]) if len(known) else 32
+    multi_measured = bool((runs["gpu_count"].fillna(0) > 1).any())
+    common: dict[str, Any] = {"batch_sizes": [int(batch_size)], "iterations": iterations,
+                              "epochs": epochs, "samples": samples, "settings": settings,
+                              "coverage": coverage}
+
+    # One prediction per GPU count (each answers the measured device too, first): the
+    # measured device's own row comes from the call at its count when there is one.
+    latest = runs.iloc[-1]
+    on_gpu = isinstance(latest["gpu"], str) and bool(latest["gpu"])
+    measured_count = max(1, int(latest["gpu_count"])) if on_gpu else None
+    notes: list[str] = []
+    by_count: dict[int, pd.DataFrame] = {}
+    for count in sorted(set(chosen["gpus"])):
+        gpus = list(dict.fromkeys(chosen.loc[chosen["gpus"] == count, "gpu"]))
+        result = predict_time(store, net, gpus=gpus, gpu_count=int(count), **common)
+        notes += [n for n in result.notes if n not in notes]
+        by_count[int(count)] = result.frame
+    if measured_count is None and by_count:
+        first = next(iter(by_count.values())).iloc[0]  # the CPU row is the same in each
+    elif measured_count in by_count:
+        first = by_count[measured_count].iloc[0]
+    else:
+        here = predict_time(store, net, **common)
+        notes += [n for n in here.notes if n not in notes]
+        first = here.frame.iloc[0]
+    measured_gpu = first["gpu"] if isinstance(first["gpu"], str) and first["gpu"] else None
+    rows: list[dict[str, Any]] = [{
+        "offer": f"measured: {measured_gpu or 'this CPU'}", "provider": "", "region": "",
+        "instance": "", "pricing": "", "gpu": measured_gpu or "",
+        "gpus": int(first["gpu_count"]) if measured_gpu else 0, **_prediction(first),
+        "usd_per_hour": math.nan, "price_date": None, "note": "",
+    }]
+    for _, offer in chosen.iterrows():
+        frame = by_count[int(offer["gpus"])]
+        match = frame[frame["gpu"] == offer["gpu"]]
+        if match.empty:  # pragma: no cover - predict_time answers every GPU it is asked
+            raise PredictionError(f"no prediction for {offer['gpu']}")
+        note = ""
+        if offer["gpus"] > 1 and not multi_measured:
+            note = (f"scaled to {offer['gpus']} GPUs with no multi-GPU measurement: the "
+                    "scaling is the model's assumption")
+        rows.append({
+            "offer": f"{offer['provider']} {offer['instance']} ({offer['region']}, "
+                     f"{offer['pricing']})",
+            "provider": offer["provider"], "region": offer["region"],
+            "instance": offer["instance"], "pricing": offer["pricing"], "gpu": offer["gpu"],
+            "gpus": int(offer["gpus"]), **_prediction(match.iloc[0]),
+            "usd_per_hour": float(offer["usd_per_hour"]), "price_date": offer["date"],
+            "note": note,
+        })
+    frame = pd.DataFrame(rows)
+    hours = frame["usd_per_hour"] / 3600
+    frame["cost_usd"] = frame["time_s"] * hours
+    frame["cost_low_usd"] = frame["time_low_s"] * hours
+    frame["cost_high_usd"] = frame["time_high_s"] * hours
+    frame["marks"] = _marks(frame, deadline_s, notes)
+    dates = [d for d in frame["price_date"] if d is not None]
+    if dates:
+        oldest = min(dates)
+        age = ((today or datetime.date.today()) - oldest).days
+        notes.append(f"prices from {oldest.isoformat()} to {max(dates).isoformat()} (the "
+                     f"oldest {age} days old): check the source pages before renting; add "
+                     "your own with prices= or %config GpuPerf.prices")
+    return Offers(network=net, frame=frame, deadline_s=deadline_s, notes=notes)
+
+
+def _prediction(row: pd.Series) -> dict[str, Any]:
+    return {key: row[key] for key in ("batch_size", "iterations", "time_s", "time_low_s",
+                                      "time_high_s", "kind", "detail", "expected_mape")}
+
+
+def _marks(frame: pd.DataFrame, deadline_s: float | None, notes: list[str]) -> list[str]:
+    marks: list[list[str]] = [[] for _ in range(len(frame))]
+    priced = frame[frame["usd_per_hour"].notna()]
+    if not priced.empty:
+        marks[frame.index.get_loc(priced["cost_usd"].idxmin())].append(CHEAPEST)
+        marks[frame.index.get_loc(priced["time_s"].idxmin())].append(FASTEST)
+        if deadline_s is not None:
+            meets = priced[priced["time_high_s"] <= deadline_s]
+            if meets.empty:
+                notes.append(f"no offer's interval ends within the deadline of "
+                             f"{format_duration(deadline_s)}")
+            else:
+                marks[frame.index.get_loc(meets["cost_usd"].idxmin())].append(DEADLINE)
+    return [", ".join(m) for m in marks]

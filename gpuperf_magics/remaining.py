@@ -1,0 +1,279 @@
+"""How long a partly recorded job still needs, where it ran and moved to another GPU.
+
+:func:`remaining_time` takes a run of a store that stopped before its end (``interrupted`` or
+``failed``, with its job length known from ``--epochs`` or ``--total-iterations``) and
+estimates the rest from the run's own steady iterations (their mean, warm-up left out, so that
+evaluation and checkpoint pauses between steps count), blended with the store's model while
+the run has few iterations. Moved to another GPU, the own estimate is scaled by the model's
+ratio of that GPU to the run's device. Each choice is priced with the cheapest offer of the
+price table for its GPU and GPU count.
+
+The :class:`~gpuperf_magics.run.Run` record stays free of the store and the model: this module
+reads the run from the store and asks :mod:`gpuperf_magics.predict`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from gpuperf_magics.offers import format_cost
+from gpuperf_magics.predict import PredictionError, format_duration
+
+if TYPE_CHECKING:  # pragma: no cover
+    import os
+
+    import pandas as pd
+
+__all__ = ["PRIOR_ITERATIONS", "Remaining", "check_remaining_options", "remaining_time"]
+
+#: Weight of the store's model in the per-iteration estimate, in steady iterations: after
+#: ``n`` of them the run's own mean weighs ``n / (n + PRIOR_ITERATIONS)``.
+PRIOR_ITERATIONS = 20
+#: Relative half-width of the interval when the store has no model to give one.
+FALLBACK_ERROR = 0.1
+
+
+@dataclass
+class Remaining:
+    """The rest of a job: on the run's own device and, if asked, on another GPU.
+
+    Attributes
+    ----------
+    run_id : int
+    network : str
+    status : str
+    done, total : int
+        Optimizer steps recorded and steps of the whole job.
+    elapsed_s : float
+        Time of the recorded steps.
+    frame : DataFrame
+        One row per choice (``as recorded`` first): ``choice, gpu, gpus, remaining_s,
+        remaining_low_s, remaining_high_s, per_iteration_s, basis, instance, usd_per_hour,
+        cost_usd``.
+    notes : list of str
+    """
+
+    run_id: int
+    network: str
+    status: str
+    done: int
+    total: int
+    elapsed_s: float
+    frame: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+    def header(self) -> str:
+        return (f"run {self.run_id} ({self.network}, {self.status}): {self.done:,} of "
+                f"{self.total:,} iterations done in {format_duration(self.elapsed_s)}; "
+                f"{self.total - self.done:,} left")
+
+    def table(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.DataFrame([{
+            "choice": r["choice"],
+            "remaining": format_duration(r["remaining_s"]),
+            "interval": f"{format_duration(r['remaining_low_s'])} – "
+                        f"{format_duration(r['remaining_high_s'])}",
+            "per iteration": f"{1e3 * r['per_iteration_s']:.1f} ms",
+            "basis": r["basis"],
+            "instance": r["instance"] or "—",
+            "cost": format_cost(r["cost_usd"]),
+        } for _, r in self.frame.iterrows()])
+
+    def __str__(self) -> str:
+        lines = [self.header(), self.table().to_string(index=False)]
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text("Remaining(...)" if cycle else str(self))
+
+    def _repr_html_(self) -> str:
+        foot = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<div class='gpuperf-remaining'><p><b>{html.escape(self.header())}</b></p>"
+                + self.table().to_html(index=False, escape=True, border=0)
+                + (f"<ul>{foot}</ul>" if foot else "") + "</div>")
+
+
+def check_remaining_options(**given: Any) -> None:
+    """Refuse options of a prediction that ``--remaining`` does not take (magic and CLI):
+    the run itself says the network, batch size and job length.
+
+    Raises
+    ------
+    PredictionError
+        One of ``given`` (option name → value) is set.
+    """
+    for name, value in given.items():
+        if value:
+            flag = name if name == "name" else "--" + name.replace("_", "-")
+            raise PredictionError(f"--remaining does not take {flag}: the run says its "
+                                  "network, batch size and job length (give --gpu NAME to "
+                                  "move it)")
+
+
+def _partial_run_id(store: Any) -> int:
+    runs = store.runs(status=["interrupted", "failed"],
+                      columns=["run_id", "status", "total_iterations"])
+    runs = runs[runs["total_iterations"].notna()]
+    if runs.empty:
+        raise PredictionError(
+            "no interrupted or failed run with a known job length in the store: profile the "
+            "job with %%profile_training --epochs E (or --total-iterations N), or give a run id")
+    return int(runs["run_id"].iloc[-1])
+
+
+def _own_per_iteration(durations: list[float]) -> float | None:
+    """Mean of the steady iterations' durations (None with fewer than 3).
+
+    An iteration lasts from one optimizer step to the next, so an evaluation or a checkpoint
+    between steps is inside the iteration after it: a plain mean counts such pauses as often
+    as they happened, where a trimmed mean would drop them. Warm-up is already left out.
+    """
+    return sum(durations) / len(durations) if len(durations) >= 3 else None
+
+
+def _price(table: pd.DataFrame, gpu: str | None, count: int) -> tuple[str, float]:
+    """The cheapest offer for ``count`` × ``gpu``: its label and price (NaN if none)."""
+    if gpu is None:
+        return "", math.nan
+    rows = table[(table["gpu"] == gpu) & (table["gpus"] == count)]
+    if rows.empty:
+        return "", math.nan
+    best = rows.loc[rows["usd_per_hour"].idxmin()]
+    return (f"{best['provider']} {best['instance']} ({best['pricing']})",
+            float(best["usd_per_hour"]))
+
+
+def remaining_time(
+    store: Any = None,
+    run_id: int | None = None,
+    *,
+    gpu: str | None = None,
+    gpu_count: int | None = None,
+    prices: str | os.PathLike[str] | pd.DataFrame | None = None,
+) -> Remaining:
+    """The remaining time (and cost) of a partly recorded run.
+
+    Parameters
+    ----------
+    store : path or Store, optional
+        The store holding the run (default: ``$GPUPERF_STORE`` or the per-user store).
+    run_id : int, optional
+        The run (default: the latest interrupted or failed run with a known job length).
+    gpu : str, optional
+        Another GPU to move the rest of the job to (any catalog name).
+    gpu_count : int, optional
+        GPUs on that other device (default: as the run had, at least 1).
+    prices : path or DataFrame, optional
+        A price file merged over the built-in prices, to cost each choice.
+
+    Returns
+    -------
+    Remaining
+
+    Raises
+    ------
+    PredictionError
+        No such run, a completed run, a job length that was not recorded, too few steady
+        iterations and no model to fall back on, or another GPU the model cannot place.
+    """
+    import pandas as pd
+
+    from gpuperf_magics.hardware.prices import prices as load_prices
+    from gpuperf_magics.predict import _resolve_gpus, predict_time
+    from gpuperf_magics.store import RunNotFoundError, Store
+
+    st = store if isinstance(store, Store) else Store(store)
+    if gpu_count is not None and gpu_count <= 0:
+        raise PredictionError(f"gpu_count must be a positive integer, got {gpu_count}")
+    target = _resolve_gpus([gpu])[0] if gpu is not None else None
+    rid = _partial_run_id(st) if run_id is None else int(run_id)
+    try:
+        run = st.get_run(rid)
+    except RunNotFoundError as exc:
+        raise PredictionError(f"no run {rid} in the store {st.path}") from exc
+    if run.status == "ok":
+        raise PredictionError(f"run {rid} completed: nothing remains (--remaining is for an "
+                              "interrupted or failed run)")
+    total = run.hyper.get("total_iterations")
+    if not total:
+        raise PredictionError(
+            f"run {rid} does not know its job length: profile with --total-iterations N, "
+            "or --epochs E over a DataLoader the profiler can see")
+    total = int(total)
+    done = len(run.iterations)
+    left = max(0, total - done)
+    elapsed = sum(i.duration_s for i in run.iterations)
+    steady = [i.duration_s for i in run.iterations if not i.warmup]
+    own = _own_per_iteration(steady)
+    notes: list[str] = []
+
+    batch = int(run.batch_size) if run.batch_size else None
+    device = run.gpu or None
+    count = max(1, int(run.gpu_count or 0)) if device else 0
+    model_row = None
+    try:
+        asked = predict_time(st, run.network, batch_sizes=[batch] if batch else None,
+                             iterations=1, gpus=[target] if target else None,
+                             gpu_count=(gpu_count or max(1, count)) if target else None)
+        frame = asked.frame
+        here = frame[frame["gpu"].isna()] if device is None else frame[frame["gpu"] == device]
+        model_row = here.iloc[0] if len(here) else None
+        other = frame[frame["gpu"] == target].iloc[0] if target else None
+    except PredictionError as exc:
+        if target is not None:
+            raise PredictionError(f"cannot place run {rid} on {target}: {exc}") from exc
+        notes.append(f"no model of {run.network!r} to blend with ({exc}); the run's own "
+                     "iterations only")
+        other = None
+    if own is None and model_row is None:
+        raise PredictionError(f"run {rid} has fewer than 3 steady iterations and the store "
+                              f"has no model of {run.network!r} to estimate from")
+    if model_row is None:
+        assert own is not None  # checked above
+        per_it, low_ratio, high_ratio = own, 1 - FALLBACK_ERROR, 1 + FALLBACK_ERROR
+        basis = f"{len(steady)} steady iterations of the run"
+    else:
+        # The run's own mean takes over from the model as its steady iterations add up.
+        weight = len(steady) / (len(steady) + PRIOR_ITERATIONS) if own is not None else 0.0
+        per_it = weight * (own or 0.0) + (1 - weight) * float(model_row["time_s"])
+        low_ratio = float(model_row["time_low_s"] / model_row["time_s"])
+        high_ratio = float(model_row["time_high_s"] / model_row["time_s"])
+        basis = (f"{len(steady)} steady iterations of the run ({100 * weight:.0f}%) and the "
+                 f"store's model ({100 * (1 - weight):.0f}%)")
+    table = load_prices(prices)
+    where = f"as recorded: {f'{count}× {device}' if device else 'this CPU'}"
+    rows = [{"choice": where, "gpu": device or "", "gpus": count,
+             "remaining_s": per_it * left, "remaining_low_s": per_it * left * low_ratio,
+             "remaining_high_s": per_it * left * high_ratio, "per_iteration_s": per_it,
+             "basis": basis, **dict(zip(("instance", "usd_per_hour"),
+                                        _price(table, device, count), strict=True))}]
+    if target is not None and other is not None and model_row is not None:
+        ratio = float(other["time_s"]) / float(model_row["time_s"])
+        moved = per_it * ratio
+        n = int(other["gpu_count"])
+        rows.append({
+            "choice": f"moved to {n}× {target}", "gpu": target, "gpus": n,
+            "remaining_s": moved * left,
+            "remaining_low_s": moved * left * float(other["time_low_s"] / other["time_s"]),
+            "remaining_high_s": moved * left * float(other["time_high_s"] / other["time_s"]),
+            "per_iteration_s": moved,
+            "basis": f"the run's estimate × the model's {target} / {device or 'CPU'} ratio "
+                     f"({other['kind']}, ±{100 * other['expected_mape']:.0f}%)",
+            **dict(zip(("instance", "usd_per_hour"), _price(table, target, n), strict=True)),
+        })
+    out = pd.DataFrame(rows)
+    out["cost_usd"] = out["remaining_s"] / 3600 * out["usd_per_hour"]
+    if out["usd_per_hour"].isna().any():
+        missing = ", ".join(f"{r.gpus}× {r.gpu}" if r.gpu else "this CPU"
+                            for r in out.itertuples()
+                            if math.isnan(r.usd_per_hour))
+        notes.append(f"no price for {missing}: add one with prices= or %config GpuPerf.prices")
+    notes.append("pauses between steps (evaluation, checkpoints) count as often as they "
+                 "happened in the recorded part")
+    return Remaining(run_id=rid, network=run.network, status=run.status, done=done,
+                     total=total, elapsed_s=elapsed, frame=out, notes=notes)

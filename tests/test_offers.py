@@ -1,0 +1,116 @@
+"""The offers table on a real SQLite store of fixed imported T4 measurements."""
+
+from __future__ import annotations
+
+import datetime
+import math
+
+import pandas as pd
+import pytest
+
+import gpuperf_magics as gm
+from gpuperf_magics.hardware.prices import PriceError
+from gpuperf_magics.offers import Offers, format_cost, offers
+from gpuperf_magics.predict import PredictionError
+
+MINE = pd.DataFrame([
+    {"provider": "acme", "region": "eu", "instance": "t4-box", "gpu": "T4", "gpus": 1,
+     "pricing": "on-demand", "usd_per_hour": 0.30, "date": "2026-11-01", "source": "quote"},
+    {"provider": "acme", "region": "eu", "instance": "a100-x2", "gpu": "A100 80GB", "gpus": 2,
+     "pricing": "spot", "usd_per_hour": 2.00, "date": "2026-10-01", "source": "quote"},
+])
+
+
+@pytest.fixture
+def store(tmp_path):
+    path = tmp_path / "runs.sqlite"
+    batches = [16, 32, 64, 128]
+    gm.Store(path).import_table(
+        pd.DataFrame({"network": "resnet", "batch_size": batches,
+                      "time_s": [0.01 + 0.001 * b for b in batches]}), gpu="T4")
+    return path
+
+
+def test_rows_are_the_measured_device_then_every_priced_instance(store):
+    result = offers(store, iterations=10_000)
+    frame = result.frame
+    assert isinstance(result, Offers) and result.network == "resnet"
+    assert frame.iloc[0]["offer"] == "measured: T4" and math.isnan(frame.iloc[0]["cost_usd"])
+    assert list(frame["instance"][1:]) == list(gm.hardware.prices.prices()["instance"])
+    assert (frame["iterations"] == 10_000).all() and (frame["batch_size"] == 128).all()
+    assert (frame["time_low_s"] <= frame["time_s"]).all()
+    assert (frame["time_s"] <= frame["time_high_s"]).all()
+    assert frame.iloc[0]["kind"] == "interpolation"
+    assert (frame["kind"][1:] == "transfer").all() and (frame["expected_mape"] > 0).all()
+
+
+def test_cost_is_time_times_instance_price_and_marks_follow(store):
+    frame = offers(store, iterations=10_000, batch_size=64).frame
+    priced = frame.iloc[1:]
+    assert priced["cost_usd"].to_numpy() == pytest.approx(
+        (priced["time_s"] / 3600 * priced["usd_per_hour"]).to_numpy())
+    assert priced["cost_high_usd"].to_numpy() == pytest.approx(
+        (priced["time_high_s"] / 3600 * priced["usd_per_hour"]).to_numpy())
+    cheapest = frame[frame["marks"].str.contains("cheapest")]
+    fastest = frame[frame["marks"].str.contains("fastest")]
+    assert len(cheapest) == len(fastest) == 1
+    assert cheapest["cost_usd"].iloc[0] == priced["cost_usd"].min()
+    assert fastest["time_s"].iloc[0] == priced["time_s"].min()
+    assert frame.iloc[0]["marks"] == ""  # the measured device has no price to compare
+
+
+def test_the_deadline_picks_the_cheapest_offer_whose_upper_end_meets_it(store):
+    every = offers(store, iterations=10_000).frame.iloc[1:]
+    # A deadline between the two quickest upper ends: only the quickest offer meets it.
+    ends = sorted(every["time_high_s"])
+    result = offers(store, iterations=10_000, deadline_s=(ends[0] + ends[1]) / 2)
+    pick = result.within_deadline
+    assert pick is not None and pick["time_high_s"] == ends[0]
+    # A generous deadline: the cheapest of all is the pick.
+    loose = offers(store, iterations=10_000, deadline_s=ends[-1] + 1)
+    assert loose.within_deadline["instance"] == loose.cheapest["instance"]
+    # Too short for any offer: no pick, and a note says so.
+    tight = offers(store, iterations=10_000, deadline_s=1)
+    assert tight.within_deadline is None
+    assert any("no offer's interval ends within the deadline" in n for n in tight.notes)
+    assert "deadline 1.0 s" in str(tight)
+
+
+def test_multi_gpu_offers_without_a_multi_gpu_measurement_say_so(store):
+    frame = offers(store, iterations=1000, prices=MINE, instances=["a100-x2", "t4-box"]).frame
+    assert list(frame["instance"]) == ["", "t4-box", "a100-x2"]
+    two = frame[frame["instance"] == "a100-x2"].iloc[0]
+    assert two["gpus"] == 2 and "no multi-GPU measurement" in two["note"]
+    assert frame[frame["instance"] == "t4-box"].iloc[0]["note"] == ""
+
+
+def test_a_user_price_replaces_the_builtin_one_and_the_age_is_shown(store):
+    cheap = MINE.assign(provider="aws", region="us-east-1", instance="g5.xlarge", gpu="A10G",
+                        gpus=1, pricing="on-demand", usd_per_hour=0.01).iloc[:1]
+    result = offers(store, iterations=1000, prices=cheap, instances=["g5.xlarge"],
+                    today=datetime.date(2026, 12, 1))
+    row = result.frame.iloc[1]
+    assert row["usd_per_hour"] == 0.01 and row["marks"] == "cheapest, fastest"
+    assert any("prices from 2026-11-01 to 2026-11-01 (the oldest 30 days old)" in n
+               for n in result.notes)
+
+
+def test_tables_for_people(store):
+    result = offers(store, iterations=1000, prices=MINE, instances=["t4-box"], deadline_s=3600)
+    text = str(result)
+    assert "resnet: job time and cost per offer; deadline 1:00:00" in text
+    assert "1× Tesla T4" in text and "$0.30" in text
+    html = result._repr_html_()
+    assert "<table" in html and "job cost" in html
+    assert format_cost(1234.5) == "$1,234" and format_cost(math.nan) == "—"
+
+
+@pytest.mark.parametrize(("kwargs", "error", "message"), [
+    ({"instances": ["p9.huge"]}, PredictionError, "no price for instance 'p9.huge'"),
+    ({"deadline_s": 0}, PredictionError, "deadline must be a finite number"),
+    ({"deadline_s": math.inf}, PredictionError, "deadline must be a finite number"),
+    ({"prices": MINE.assign(gpus=0)}, PriceError, "gpus must be a whole number"),
+])
+def test_bad_requests_are_refused(store, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        offers(store, **kwargs)
