@@ -402,9 +402,13 @@ class DefaultModel(GlobalModel):
         and whether the measured repeats were noisy), ``expected_mape`` (the validated MAPE of
         that kind of move).
         """
+        self._check_fitted()
         cov = self.coverage if coverage is None else coverage
-        out = super().predict_table(X, coverage=cov)
-        prep = prepare(X, self.ignore, prefer_catalog=True)
+        if not 0 < cov < 1:
+            raise ValueError(f"coverage must be in (0, 1), not {cov!r}")
+        prep = prepare(X, self.ignore, prefer_catalog=True)  # once for both models
+        index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(prep.features))
+        out = self._table(prep, index, cov)
         nets = prep.network if prep.network is not None else np.full(len(out), "*")
         for net in pd.unique(nets):
             if net not in self.local_:

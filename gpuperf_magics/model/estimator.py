@@ -370,6 +370,10 @@ class GlobalModel(RegressorMixin, BaseEstimator):
             raise ValueError(f"coverage must be in (0, 1), not {cov!r}")
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(np.asarray(X)))
         prep = prepare(X, self.ignore, prefer_catalog=self.method == "default")
+        return self._table(prep, index, cov)
+
+    def _table(self, prep: Prepared, index: pd.Index, cov: float) -> pd.DataFrame:
+        """:meth:`predict_table` of prepared rows (``index``: the rows' labels)."""
         nets = prep.network if prep.network is not None else np.full(len(prep.features), "*")
         needed = {c for n in pd.unique(nets) if n in self.fits_ for c in self.fits_[n].columns}
         missing = [c for c in self.feature_names_in_
