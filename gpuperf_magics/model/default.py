@@ -427,6 +427,8 @@ class DefaultModel(GlobalModel):
         everyone = np.ones(index.n, dtype=bool)
         subs = local.sub_methods()
         col = {c: out.columns.get_loc(c) for c in out.columns}
+        repeat = local.moves["repeat"]
+        noise = _interval(repeat.logres, cov)
         for i, row in enumerate(rows):
             r = route(index, values[i], hw[i], everyone)
             if r.kind == "none":
@@ -441,6 +443,11 @@ class DefaultModel(GlobalModel):
             # ratio of reaches (errors of a line grow about linearly with the distance).
             wider = min(4.0, max(1.0, reach(index, r, values[i]) / max(chosen.reach, 1e-9)))
             lo, hi = lo * wider, hi * wider
+            # A run is one draw around its configuration's median: add the repeat noise the
+            # runs showed (validated moves compare medians, a new run is a single run).
+            if key != "repeat" and not repeat.prior:
+                lo = -math.hypot(lo, noise[0])
+                hi = math.hypot(hi, noise[1])
             if chosen.method == "global":  # the cross-series answer, with this move's error
                 total = float(out.iat[row, col["time_s"]])
                 out.iat[row, col["time_low_s"]] = total * math.exp(lo)
