@@ -174,54 +174,52 @@ def _is_feature_column(frame: pd.DataFrame, col: str, ignore: Sequence[str]) -> 
 def _resolve_hardware(
     frame: pd.DataFrame, prefer_catalog: bool = False
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
-    """Hardware columns per row, from the table or the catalog; label, architecture, naive peak."""
+    """Hardware columns per row, from the table or the catalog; label, architecture, naive peak.
+
+    Works on numpy arrays, one catalog look-up per distinct GPU name (the what-if panel calls
+    this several times per change).
+    """
     n = len(frame)
     arch = (
         frame["gpu_architecture"].astype(object).to_numpy().copy()
         if "gpu_architecture" in frame.columns
         else np.full(n, None, dtype=object)
     )
-    hw = pd.DataFrame(index=frame.index)
-    for col in HARDWARE:
-        hw[col] = _numeric(frame, col) if col in frame.columns else np.nan
-    names = frame["gpu"] if "gpu" in frame.columns else pd.Series([None] * n, index=frame.index)
-    named = names.map(lambda v: isinstance(v, str) and v.strip() != "")
-    labels = np.where(named, names.astype(object), "CPU").astype(object)
-    need = named & (hw[list(HARDWARE)].isna().any(axis=1) | prefer_catalog)
-    if prefer_catalog:
-        need = named  # the architecture is wanted even when every figure was given
-    naive = pd.Series(np.nan, index=frame.index)
-    if need.any():
-        for name in pd.unique(names[need]):
-            if prefer_catalog and not hw[list(HARDWARE)][need & (names == name)].isna().any(
-                axis=None
-            ):
-                specs = _catalog_lookup_quiet(str(name))
-            else:
-                specs = _catalog_lookup(str(name))
-            rows = need & (names == name)
-            if specs.get("gpu_architecture"):
-                fill = rows.to_numpy() & np.array([not isinstance(a, str) for a in arch])
-                arch[fill] = specs["gpu_architecture"]
-            for col in HARDWARE:
-                value = specs.get(col)
-                if value is None or not np.isfinite(value):
-                    continue
-                replace = hw[col].isna()
-                if prefer_catalog:
-                    given = hw[col].to_numpy(dtype=float)
-                    with np.errstate(invalid="ignore", divide="ignore"):
-                        off = np.abs(given / float(value) - 1) > CATALOG_TOLERANCE
-                    replace = replace | pd.Series(off, index=hw.index)
-                hw.loc[rows & replace, col] = float(value)
-            if prefer_catalog and specs.get("gpu_fp32_tflops"):
-                naive.loc[rows] = hw.loc[rows, "gpu_fp32_tflops"]
-                _precision_peaks(frame, hw, rows, specs, labels, naive)
-    given = ~named & hw["gpu_fp32_tflops"].notna()
-    for i in np.flatnonzero(given.to_numpy()):
-        labels[i] = f"{hw['gpu_fp32_tflops'].iloc[i]:g} TFLOPS GPU"
-    naive = naive.where(naive.notna(), hw["gpu_fp32_tflops"])
-    return hw, labels, arch, naive.to_numpy(dtype=float)
+    hw = {col: (_numeric(frame, col).copy() if col in frame.columns else np.full(n, np.nan))
+          for col in HARDWARE}
+    names = (frame["gpu"].astype(object).to_numpy() if "gpu" in frame.columns
+             else np.full(n, None, dtype=object))
+    named = np.array([isinstance(v, str) and v.strip() != "" for v in names], dtype=bool)
+    labels = np.where(named, names, "CPU").astype(object)
+    missing = np.isnan(hw[HARDWARE[0]]) | np.isnan(hw[HARDWARE[1]])
+    need = named if prefer_catalog else named & missing  # prefer: the architecture too
+    naive = np.full(n, np.nan)
+    precision = precision_of(frame) if prefer_catalog and need.any() else None
+    for name in pd.unique(names[need]):
+        rows = need & (names == name)
+        if prefer_catalog and not missing[rows].any():
+            specs = _catalog_lookup_quiet(str(name))
+        else:
+            specs = _catalog_lookup(str(name))
+        if specs.get("gpu_architecture"):
+            fill = rows & np.array([not isinstance(a, str) for a in arch])
+            arch[fill] = specs["gpu_architecture"]
+        for col in HARDWARE:
+            value = specs.get(col)
+            if value is None or not np.isfinite(value):
+                continue
+            replace = np.isnan(hw[col])
+            if prefer_catalog:
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    replace |= np.abs(hw[col] / float(value) - 1) > CATALOG_TOLERANCE
+            hw[col][rows & replace] = float(value)
+        if precision is not None and specs.get("gpu_fp32_tflops"):
+            naive[rows] = hw["gpu_fp32_tflops"][rows]
+            _precision_peaks(precision, hw, rows, specs, labels, naive)
+    for i in np.flatnonzero(~named & ~np.isnan(hw["gpu_fp32_tflops"])):
+        labels[i] = f"{hw['gpu_fp32_tflops'][i]:g} TFLOPS GPU"
+    naive = np.where(np.isnan(naive), hw["gpu_fp32_tflops"], naive)
+    return pd.DataFrame(hw, index=frame.index), labels, arch, naive
 
 
 #: The catalog's peak for each precision of :func:`precision_of`.
@@ -307,24 +305,24 @@ def _catalog_lookup(name: str) -> dict:
     return dict(catalog.lookup(name))
 
 
-def _precision_peaks(frame: pd.DataFrame, hw: pd.DataFrame, rows: pd.Series, specs: dict,
-                     labels: np.ndarray, naive: pd.Series) -> None:
+def _precision_peaks(precision: np.ndarray, hw: dict[str, np.ndarray], rows: np.ndarray,
+                     specs: dict, labels: np.ndarray, naive: np.ndarray) -> None:
     """Set the compute peak of ``rows`` (one named GPU) to their precision's rate, in place.
 
     ``naive`` gets the plain tensor peak of that precision (the spec-sheet ratio's figure).
     """
-    precision = precision_of(frame)
     fp32 = float(specs["gpu_fp32_tflops"])
     for kind in ("tf32", "fp16"):
-        mask = rows.to_numpy() & (precision == kind)
+        mask = rows & (precision == kind)
+        if not mask.any():
+            continue
         tensor = specs.get(PRECISION_PEAKS[kind])
-        if mask.any() and tensor is not None and np.isfinite(tensor):
+        if tensor is not None and np.isfinite(tensor):
             naive[mask] = max(float(tensor), fp32)
-        if mask.any():
-            peak = effective_peak(fp32, specs.get(PRECISION_PEAKS[kind]))
-            hw.loc[mask, "gpu_fp32_tflops"] = peak
-            if peak != fp32:
-                labels[mask] = [f"{label} ({kind.upper()})" for label in labels[mask]]
+        peak = effective_peak(fp32, tensor)
+        hw["gpu_fp32_tflops"][mask] = peak
+        if peak != fp32:
+            labels[mask] = [f"{label} ({kind.upper()})" for label in labels[mask]]
 
 
 def _catalog_lookup_quiet(name: str) -> dict:
