@@ -195,15 +195,11 @@ class DefaultModel(GlobalModel):
             self.local_[net] = self._fit_local(prep, mine, target[mine], busy[mine],
                                                moves[kind], (net, prep_agg, medians, own,
                                                              position))
-        for i, text in enumerate(self.advice_):
-            for net, loc in self.local_.items():
-                name = "" if net == "*" else f" of {net!r}"
-                if text.startswith(f"one GPU measured{name} ("):
-                    label = text[len(f"one GPU measured{name} ("):].split("):")[0]
-                    self.advice_[i] = (
-                        f"one GPU measured{name} ({label}): predictions for other GPUs are "
-                        f"transfers with about {100 * loc.moves['transfer'].mape:.0f}% expected "
-                        "error; one run on the target GPU replaces the guess")
+        # The advice names the error of a move to another GPU: now that the moves are
+        # validated, give theirs (see _transfer_error).
+        self.advice_ = []
+        for net in self.networks_:
+            self._advise(net, self.fits_[net])
         # The error of moves to an unmeasured batch size, as validated on these runs (or the
         # public figure standing in where too few could be): what "the model's error" means
         # to someone asking about another batch size.
@@ -218,6 +214,12 @@ class DefaultModel(GlobalModel):
             for net, loc in self.local_.items()
         }
         return self
+
+    def _transfer_error(self, net: str) -> float:
+        local = getattr(self, "local_", {}).get(net)
+        if local is None:  # during the cross-series fit, before the moves are validated
+            return super()._transfer_error(net)
+        return local.moves["transfer"].mape
 
     def _fit_local(self, prep: Prepared, rows: np.ndarray, y: np.ndarray, busy: np.ndarray,
                    move: GpuMove, medians: tuple[Any, ...]) -> _Local:

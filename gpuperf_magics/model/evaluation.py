@@ -124,7 +124,7 @@ def evaluate(
             raise ValueError(f"split '{held_out}' leaves one side empty")
         fitted = clone(model).fit(X[~test], target[~test])
         pred = fitted.predict(X[test])
-        mape = float(np.mean(np.abs(pred - target[test]) / target[test]))
+        error = mape(target[test], pred)
         rows.append(
             {
                 "scenario": scenario,
@@ -132,7 +132,7 @@ def evaluate(
                 "position": position,
                 "n_train": int((~test).sum()),
                 "n_test": int(test.sum()),
-                "mape": mape,
+                "mape": error,
             }
         )
     return pd.DataFrame(rows)

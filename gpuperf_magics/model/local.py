@@ -182,14 +182,14 @@ class Route:
         """The validation key: which kind of move this is (a feature move names its axis:
         moving the depth and moving the loader threads are validated apart)."""
         if self.kind == "axis":
-            if self.axis == self._batch:
+            if self.axis == self.batch_axis:
                 return f"batch:{self.position}"
             return f"feature:{self.name}:{self.position}"
         if self.kind == "gpu":
             return "transfer" if self.new_gpu else "gpu"
         return self.kind
 
-    _batch: int | None = None
+    batch_axis: int | None = None  # the index's batch axis (a batch move or another)
     name: str = ""  # the axis' column
 
 
@@ -212,7 +212,7 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
             sources.append((int(np.flatnonzero(mine)[0]), sub))
     if not sources:
         return own
-    return Route("gpu", sources=sources, new_gpu=not on_hw.any(), _batch=index.batch_axis)
+    return Route("gpu", sources=sources, new_gpu=not on_hw.any(), batch_axis=index.batch_axis)
 
 
 def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
@@ -273,13 +273,13 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         if len(members) == 1 and j == index.batch_axis and v[j] > 0:
             # One other batch size measured: time per sample carries over (proportional).
             single = Route("axis", members=members, axis=j, position="single",
-                           _batch=index.batch_axis)
+                           batch_axis=index.batch_axis)
         if len(members) < 2:
             continue
         x = index.values[members, j]
         position = "inside" if x.min() < v[j] < x.max() else "beyond"
         candidate = Route("axis", members=members, axis=j, position=position,
-                          _batch=index.batch_axis, name=index.cols[j])
+                          batch_axis=index.batch_axis, name=index.cols[j])
         if best is None or len(members) > len(best.members):
             best = candidate
         if j == index.batch_axis:
