@@ -187,12 +187,19 @@ def _import(args: argparse.Namespace) -> int:
                     f"named {path.name} (run ids {older['run_id'].min()}–"
                     f"{older['run_id'].max()}) carry no content fingerprint, so they may be "
                     "these rows again")
+    known = set(store.runs(columns=["run_id"])["run_id"])
     ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
                              gpu=args.gpu, tags=tags)
     if note:
         print(note, file=sys.stderr)
-    print(f"imported {len(ids)} row(s) into {store.path} (run ids {min(ids)}–{max(ids)})"
-          if ids else "nothing to import")
+    new = [i for i in ids if i not in known]  # a row whose run_uid is stored keeps its id
+    if new:
+        print(f"imported {len(new)} row(s) into {store.path} (run ids {min(new)}–{max(new)})")
+    if len(new) < len(ids):
+        print(f"{len(ids) - len(new)} row(s) already in the store (same run_uid): not imported "
+              "again")
+    if not ids:
+        print("nothing to import")
     return 0
 
 
@@ -224,8 +231,10 @@ def _predict(args: argparse.Namespace) -> int:
     if args.remaining is not None:
         return _remaining(args)
     if args.prices is not None:
-        raise predict.PredictionError("--prices prices --remaining's choices; the what-if "
-                                      "panel (%predict_time -w) shows the offers table")
+        raise predict.PredictionError(
+            "--prices only applies with --remaining RUN_ID (e.g. gpuperf predict --remaining "
+            "12 --prices my_prices.csv); offers with prices for a new job are in "
+            "gpuperf_magics.offers.offers() or the notebook panel (%predict_time -w)")
     iterations = _number("--iterations", args.iterations, whole=True)
     epochs = _number("--epochs", args.epochs)
     samples = _number("--samples", args.samples, whole=True)

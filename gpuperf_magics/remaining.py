@@ -217,8 +217,10 @@ def remaining_time(
     count = max(1, int(run.gpu_count or 0)) if device else 0
     model_row = None
     try:
+        # The run's own GPU is asked for too: the store's latest run may be on another one.
+        wanted = [g for g in (device, target) if g]
         asked = predict_time(st, run.network, batch_sizes=[batch] if batch else None,
-                             iterations=1, gpus=[target] if target else None,
+                             iterations=1, gpus=wanted or None,
                              gpu_count=(gpu_count or max(1, count)) if target else None)
         frame = asked.frame
         here = frame[frame["gpu"].isna()] if device is None else frame[frame["gpu"] == device]
@@ -230,9 +232,17 @@ def remaining_time(
         notes.append(f"no model of {run.network!r} to blend with ({exc}); the run's own "
                      "iterations only")
         other = None
+    if target is not None and (model_row is None or other is None):
+        raise PredictionError(
+            f"cannot place run {rid} on {target}: the store's model of {run.network!r} gives "
+            f"no time on {device or 'this CPU'} to compare with; profile a complete run of "
+            f"{run.network!r} on {device or 'this CPU'} with %%profile_training, then ask again")
     if own is None and model_row is None:
-        raise PredictionError(f"run {rid} has fewer than 3 steady iterations and the store "
-                              f"has no model of {run.network!r} to estimate from")
+        raise PredictionError(
+            f"run {rid} has fewer than 3 steady iterations and the store has no model of "
+            f"{run.network!r} to estimate from: profile one complete run of {run.network!r} "
+            "with %%profile_training (or let a run go 3 iterations past its warm-up), then ask "
+            "again")
     if model_row is None:
         assert own is not None  # checked above
         per_it, low_ratio, high_ratio = own, 1 - FALLBACK_ERROR, 1 + FALLBACK_ERROR

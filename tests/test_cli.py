@@ -131,6 +131,18 @@ def test_import_duplicates_are_found_by_content_and_options(tmp_path):
     assert runs["source"].tolist() == ["import:good.csv"] * 10
 
 
+def test_reimporting_an_export_says_its_rows_are_already_there(tmp_path):
+    store = tmp_path / "cli.sqlite"
+    gpuperf("import", str(_table(tmp_path / "good.csv", (0.5, 0.9))), "--gpu", "T4",
+            store=store)
+    exported = tmp_path / "export.csv"
+    gm.Store(store).export(exported)  # carries each run's run_uid
+    again = gpuperf("import", str(exported), "--again", store=store)
+    assert "imported 2" not in again.stdout and "into" not in again.stdout
+    assert "2 row(s) already in the store" in again.stdout
+    assert len(gm.Store(store).runs()) == 2
+
+
 def test_import_into_a_store_of_file_name_records(tmp_path):
     """Rows imported before fingerprints (source only) never block nor crash an import."""
     store = tmp_path / "old.sqlite"

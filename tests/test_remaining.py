@@ -71,7 +71,13 @@ def test_moving_the_rest_to_another_gpu_with_the_cost_of_both(store):
     result = remaining_time(store, rid, gpu="a100 80gb", prices=prices)
     here, moved = result.frame.iloc[0], result.frame.iloc[1]
     assert moved["choice"] == "moved to 1× NVIDIA A100-SXM4-80GB"
-    assert "transfer" in moved["basis"] and moved["remaining_s"] != here["remaining_s"]
+    assert "transfer" in moved["basis"]
+    # The move scales the run's own estimate by the model's ratio of the two GPUs.
+    model = gm.predict_time(store, "cnn", batch_sizes=[32], iterations=1,
+                            gpus=["A100 80GB"]).frame.set_index("gpu")["time_s"]
+    ratio = model["NVIDIA A100-SXM4-80GB"] / model["Tesla T4"]
+    assert moved["remaining_s"] == pytest.approx(here["remaining_s"] * ratio)
+    assert ratio < 1  # an A100 is faster than a T4
     for row, price in ((here, 0.5), (moved, 3.0)):
         assert row["usd_per_hour"] == price
         assert row["cost_usd"] == pytest.approx(row["remaining_s"] / 3600 * price)
@@ -160,3 +166,12 @@ def test_cli_remaining_prints_both_choices_and_their_cost(store, tmp_path, capsy
     assert main(["predict", "--store", str(store.path), "--remaining", str(rid),
                  "--batch-size", "8"]) == 2
     assert "does not take --batch-size" in capsys.readouterr().err
+
+
+def test_a_run_on_another_gpu_than_the_latest_is_still_placed(store):
+    # The store's latest completed run is on a T4; the interrupted one ran on an A10G.
+    rid = store.save_run(_run(32, [0.03] * 50, status="interrupted", total=500,
+                              gpu="NVIDIA A10G"))
+    result = remaining_time(store, rid, gpu="a100 80gb")
+    assert list(result.frame["gpu"]) == ["NVIDIA A10G", "NVIDIA A100-SXM4-80GB"]
+    assert "store's model" in result.frame.iloc[0]["basis"]

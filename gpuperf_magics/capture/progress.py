@@ -147,7 +147,9 @@ class LiveLine:
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
-            except Exception:  # a line that cannot be drawn must never stop the training
+            except Exception as exc:  # a line that cannot be drawn must never stop training
+                with contextlib.suppress(Exception):  # say why it froze, if it still can
+                    self._show(f"{self._last or ''} · live line stopped: {exc}".lstrip(" ·"))
                 return
 
     def start(self) -> LiveLine:

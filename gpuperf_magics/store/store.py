@@ -294,7 +294,9 @@ class Store:
         err.args = (
             f"{err.args[0]} The run is kept in memory and in the local store {fallback.path} "
             f"(run {fallback_id}); once the server is back, push it with: gpuperf sync "
-            f"'{fallback.path}' '{self._shown}'",
+            f"'{fallback.path}' '{self._shown}'"
+            + (" (put your password where *** stands, or better keep it in ~/.pgpass or "
+               "PGPASSWORD and leave it out of the URL)" if "***" in self._shown else ""),
         )
 
     def delete(self, run_id: int | Iterable[int]) -> None:
