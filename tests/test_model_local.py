@@ -76,6 +76,56 @@ def test_one_measured_batch_keeps_the_time_per_sample() -> None:
     assert local_value(index, r, np.array([64.0]), "lin") == pytest.approx(1.0)
 
 
+def _grid(cells: list[tuple[int, int]], extra: dict | None = None) -> pd.DataFrame:
+    """Runs of a network whose time per iteration is 1 ms per sample per block."""
+    return pd.DataFrame([{"network": "net", "depth": d, "batch_size": b, "iterations": 10,
+                          "gpu": "Tesla T4", **(extra or {}), "time_s": 10 * 1e-3 * d * b}
+                         for d, b in cells])
+
+
+def test_a_query_two_moves_away_is_chained_through_estimated_points() -> None:
+    # Depth 1..3 at batch 32, and batches 32..128 at depth 1: depth 4 at batch 128 shares no
+    # series with any run (no other depth at batch 128, no other batch at depth 4).
+    frame = _grid([(1, 32), (2, 32), (3, 32), (1, 64), (1, 128)])
+    model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+    query = _grid([(4, 128)])
+    table = model.predict_table(query.drop(columns="time_s"))
+    # Each point is a batch move (time per sample) at depth 1..3, then a line in depth.
+    assert table["time_s"].iloc[0] == pytest.approx(query["time_s"].iloc[0], rel=1e-9)
+    assert "through 3 estimated points" in table["detail"].iloc[0]
+    assert table["kind"].iloc[0] == "extrapolation"
+
+
+def test_a_feature_no_run_varies_is_carried_over_and_one_that_varies_is_not() -> None:
+    # Every run on one disk: a query on another disk can only keep the measured time (a
+    # regression extrapolating a constant column invents an effect).
+    frame = _grid([(1, 32), (2, 32), (3, 32)], {"disk_speed": 384})
+    model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+    query = _grid([(4, 32)], {"disk_speed": 216})
+    table = model.predict_table(query.drop(columns="time_s"))
+    assert table["time_s"].iloc[0] == pytest.approx(query["time_s"].iloc[0], rel=1e-9)
+    assert "no run varies it" in table["detail"].iloc[0]
+    # Two disks measured (at depth 1 only): the disk's effect is for the cross-series model.
+    frame = pd.concat([frame, _grid([(1, 32)], {"disk_speed": 300})], ignore_index=True)
+    model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+    table = model.predict_table(query.drop(columns="time_s"))
+    assert "no run varies it" not in str(table["detail"].iloc[0])
+
+
+def test_set_up_time_is_only_told_apart_by_iteration_counts_far_apart() -> None:
+    # 1201 and 1221 iterations in the same 220 s (one public file): no set-up time to tell.
+    values = np.ones((2, 1))
+    index = build_index(values, ["batch_size"], np.zeros((2, 0)), np.full(2, np.nan),
+                        np.array([1201.0, 1221.0]), np.array([220.0, 220.5]))
+    assert index.setup[0] == 0.0
+    assert index.t[0] == pytest.approx(np.median([220 / 1201, 220.5 / 1221]))
+    # 100 and 1000 iterations: 20 s of set-up and 0.2 s per iteration.
+    index = build_index(values, ["batch_size"], np.zeros((2, 0)), np.full(2, np.nan),
+                        np.array([100.0, 1000.0]), np.array([40.0, 220.0]))
+    assert index.setup[0] == pytest.approx(20.0)
+    assert index.t[0] == pytest.approx(0.2)
+
+
 def test_validation_picks_the_naive_line_where_it_is_best() -> None:
     # A straight line with 6% noise and many batch sizes: a line through every point averages
     # the noise out, piecewise interpolation follows it.

@@ -49,23 +49,32 @@ MAX_VALIDATED = 800
 #: :data:`SERIES_PER_GPU` configurations per GPU on average (one batch per GPU, as in
 #: benchmark tables, gives it nothing a GPU move does not have).
 MIN_REFIT, MAX_REFIT, SERIES_PER_GPU = 10, 400, 3
+#: Configurations per held-out axis value whose chains are validated, at most.
+CHAIN_TASKS = 50
 #: Groups of GPUs held out in turn to validate the cross-series model's GPU moves.
 GPU_FOLDS = 3
 #: The method each kind of move uses before validation says otherwise.
 DEFAULT_METHOD = {"repeat": "lin", "batch:inside": "lin", "batch:beyond": "lin",
                   "batch:single": "lin",
                   "feature:inside": "line", "feature:beyond": "line", "gpu": "learnt",
-                  "transfer": "learnt"}
+                  "transfer": "learnt",
+                  "chain:batch:inside": "lin", "chain:batch:beyond": "lin",
+                  "chain:batch:single": "lin", "chain:feature:inside": "line",
+                  "chain:feature:beyond": "line", "chain:feature:single": "lin"}
 #: Kind of prediction (the column ``kind``) of each kind of move.
 KIND = {"repeat": "interpolation", "batch:inside": "interpolation",
         "feature:inside": "interpolation", "batch:beyond": "extrapolation",
         "feature:beyond": "extrapolation", "batch:single": "extrapolation",
-        "gpu": "extrapolation", "transfer": "transfer"}
+        "gpu": "extrapolation", "transfer": "transfer",
+        **{f"chain:{a}:{p}": "extrapolation" for a in ("batch", "feature")
+           for p in ("inside", "beyond", "single")}}
 #: Public figure (MEASURED_MAPE's kind) standing in for each kind of move.
 PRIOR_KIND = {"repeat": "interpolation", "batch:inside": "interpolation",
               "feature:inside": "interpolation", "batch:beyond": "extrapolation",
               "feature:beyond": "extrapolation", "batch:single": "extrapolation",
-              "gpu": "transfer", "transfer": "transfer"}
+              "gpu": "transfer", "transfer": "transfer",
+              **{f"chain:{a}:{p}": "extrapolation" for a in ("batch", "feature")
+                 for p in ("inside", "beyond", "single")}}
 #: Repeats of a configuration that differ by more than this (max/min) are reported as noisy.
 NOISY = 1.25
 
@@ -301,8 +310,8 @@ class DefaultModel(GlobalModel):
             its = float(index.its[c])
             preds = candidates(index, r, index.values[c], index.hw[c], index.naive_peak[c],
                                local.move, subs, its)
-            key = (c, r.axis if r.kind == "axis" else -1)
-            if key in global_pred and r.kind in ("axis", "gpu"):
+            key = (c, r.axis if r.kind in ("axis", "chain") else -1)
+            if key in global_pred and r.kind in ("axis", "gpu", "chain"):
                 preds["global"] = global_pred[key]
             actual = float(index.per_job(np.array([c]), its)[0])
             task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
@@ -315,22 +324,33 @@ class DefaultModel(GlobalModel):
             picked = np.sort(rng.choice(index.n, MAX_VALIDATED, replace=False))
         refits = (MIN_REFIT <= index.n <= MAX_REFIT
                   and index.n >= SERIES_PER_GPU * len(index.hw_table))
-        if refits:
-            for j in range(len(index.cols)):
-                values = np.unique(index.values[:, j])
-                if len(values) < 3:
-                    continue
-                # The two ends and two interior values: beyond and inside moves.
-                held = {values[0], values[-1], values[len(values) // 3],
-                        values[(2 * len(values)) // 3]}
-                for value in held:
-                    out_of = np.flatnonzero(index.values[:, j] == value)
+        chained: list[tuple[int, np.ndarray]] = []
+        in_picked = np.zeros(index.n, dtype=bool)
+        in_picked[picked] = True
+        for j in range(len(index.cols)):
+            values = np.unique(index.values[:, j])
+            if len(values) < 2:
+                continue
+            # The two ends and two interior values: beyond and inside moves.
+            held = sorted({values[0], values[-1], values[len(values) // 3],
+                           values[(2 * len(values)) // 3]})
+            for value in held:
+                out_of = np.flatnonzero(index.values[:, j] == value)
+                if refits and len(values) >= 3:
                     for held_c, p in refit(out_of).items():
                         global_pred[(held_c, j)] = p
+                # A value no configuration keeps: what only a chain (two moves) reaches.
+                allowed = np.ones(index.n, dtype=bool)
+                allowed[out_of] = False
+                chained.extend((int(c), allowed) for c in out_of[in_picked[out_of]][:CHAIN_TASKS])
         for pick in picked:
             allowed = everyone.copy()
             allowed[pick] = False
             add(int(pick), allowed, every_axis=True)
+        for c, allowed in chained:
+            r = route(index, index.values[c], index.hw[c], allowed)
+            if r.kind == "chain":
+                score(c, r)
         if index.hw.shape[1]:
             _, gpu_of = np.unique(np.round(index.hw, 6), axis=0, return_inverse=True)
             gpu_of = gpu_of.reshape(-1)
@@ -491,6 +511,18 @@ class DefaultModel(GlobalModel):
                        f"{x.max() if v[r.axis] > x.max() else x.min():g} " \
                        f"({len(x)} points, {names[method]})"
             members = r.members
+        elif r.kind == "chain":
+            col = index.cols[r.axis]
+            xs = [b for b, _, _ in r.steps]
+            if r.position == "single":
+                text = (f"{col} {v[r.axis]:g}: only {xs[0]:g} measured with these features "
+                        + ("(time per sample kept)" if r.axis == index.batch_axis
+                           else "(its time carried over: no run varies it)"))
+            else:
+                text = (f"{col} {v[r.axis]:g} through {len(xs)} estimated points at "
+                        f"{min(xs):g}–{max(xs):g}, each a move along another feature "
+                        f"({names[method]})")
+            members = np.concatenate([sub.members for _, _, sub in r.steps])
         else:
             n = len(r.sources)
             text = (f"to {label} from {n} measured GPU{'s' if n > 1 else ''} "

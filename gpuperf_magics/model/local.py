@@ -14,6 +14,13 @@ do not move a median). A query is *routed*:
 - ``gpu``: the query's configuration was measured on other GPUs only (or its GPU never): each
   of those GPUs' estimate (its repeat, or its own axis move) is carried to the query's GPU by
   a GPU move (:mod:`~.gpu_move`), and the median over the source GPUs is taken.
+- ``chain``: no series reaches the query, but one does after a first move: the query differs
+  from every measured configuration in two features or more (a deeper network with other loader
+  threads; a batch size never run at this depth). Each measured value ``b`` of one axis gives
+  an estimated point (the query with that axis at ``b``, reached by a move along another
+  axis); the query is then a move along the axis through those points. With one point only,
+  a feature no series varies is carried over unchanged (the batch size keeps its time per
+  sample): the data cannot tell its effect, and a regression extrapolating it is worse.
 - ``none``: nothing local covers the query; the cross-series model answers.
 
 Every candidate method of a route (local piecewise in linear or log-log space, the naive line
@@ -38,6 +45,10 @@ __all__ = ["BATCH_AXES", "Route", "SeriesIndex", "axis_routes", "build_index", "
 #: Columns that are the batch axis (the per-device batch first). ``batch_size`` is derived
 #: (per device × GPU count) where ``local_batch_size`` is present, and left out of the key then.
 BATCH_AXES = ("local_batch_size", "batch_size")
+#: Iteration counts of one configuration must differ by this factor to tell its set-up time
+#: (counts a few percent apart, e.g. 1201 and 1221 in one public file, give a slope that is all
+#: noise and a set-up time anywhere from 0 to the whole run).
+SETUP_SPREAD = 1.25
 #: Points of the series a move beyond the measured range is drawn through.
 NEAREST = 2
 
@@ -92,8 +103,9 @@ def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak:
                 busy: np.ndarray | None = None) -> SeriesIndex:
     """Group rows into configurations: per-iteration time and set-up time of each.
 
-    A configuration run for two or more iteration counts tells its set-up time (the intercept
-    of seconds over iterations, never negative) from its time per iteration (the slope).
+    A configuration run for iteration counts at least :data:`SETUP_SPREAD` apart tells its
+    set-up time (the intercept of seconds over iterations, never negative) from its time per
+    iteration (the slope).
     Configurations run for one count take the median set-up time of those that tell it (0
     when none does: every run is then taken as iterations only, e.g. per-step timings).
     """
@@ -111,7 +123,7 @@ def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak:
     for c in range(n):
         rows = order[bounds[c]:bounds[c + 1]]
         its = iterations[rows]
-        if np.ptp(its) > 0:
+        if its.max() >= SETUP_SPREAD * its.min():
             b, a = np.polyfit(its, seconds[rows], 1)
             setup[c] = a if a > 0 and b > 0 else 0.0
     known = setup[np.isfinite(setup)]
@@ -170,7 +182,7 @@ def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: n
 class Route:
     """How a query is reached from the measured configurations."""
 
-    kind: str  # "repeat", "axis", "gpu" or "none"
+    kind: str  # "repeat", "axis", "gpu", "chain" or "none"
     members: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # configuration ids
     axis: int = -1
     position: str = ""  # "inside", "beyond" or "single" (one other batch size: per sample)
@@ -187,10 +199,15 @@ class Route:
             return f"feature:{self.name}:{self.position}"
         if self.kind == "gpu":
             return "transfer" if self.new_gpu else "gpu"
+        if self.kind == "chain":
+            along = "batch" if self.axis == self.batch_axis else "feature"
+            return f"chain:{along}:{self.position}"
         return self.kind
 
     batch_axis: int | None = None  # the index's batch axis (a batch move or another)
     name: str = ""  # the axis' column
+    #: chain: the estimated points along ``axis``: (value, the query at that value, its route)
+    steps: list[tuple[float, np.ndarray, Route]] = field(default_factory=list)
 
 
 def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
@@ -199,11 +216,13 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
     gid = index.gpu_of(h)
     on_hw = allowed & (index.hw_id == gid)
     own = _route_on(index, v, on_hw)
-    if own.kind != "none" or not gpu_moves or index.hw.shape[1] == 0:
+    if own.kind != "none":
         return own
+    if not gpu_moves or index.hw.shape[1] == 0:
+        return _chain(index, v, on_hw)
     others = allowed & ~on_hw
     if not others.any():
-        return own
+        return _chain(index, v, on_hw)
     sources: list[tuple[int, Route]] = []
     for g in np.unique(index.hw_id[others]):
         mine = others & (index.hw_id == g)
@@ -211,7 +230,7 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
         if sub.kind != "none":
             sources.append((int(np.flatnonzero(mine)[0]), sub))
     if not sources:
-        return own
+        return _chain(index, v, on_hw)
     return Route("gpu", sources=sources, new_gpu=not on_hw.any(), batch_axis=index.batch_axis)
 
 
@@ -231,9 +250,14 @@ def reach(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
     """How far beyond its series a move goes, in steps of the series' last spacing (log
     scale where positive): 0 inside the range. Errors grow with it, so an interval validated
     on one-step moves is widened for a longer one."""
-    if r.kind != "axis" or r.position != "beyond" or len(r.members) < 2:
+    if r.position != "beyond":
         return 0.0
-    x = np.sort(index.values[r.members, r.axis])
+    if r.kind == "chain" and len(r.steps) >= 2:
+        x = np.sort([b for b, _, _ in r.steps])
+    elif r.kind == "axis" and len(r.members) >= 2:
+        x = np.sort(index.values[r.members, r.axis])
+    else:
+        return 0.0
     q = float(v[r.axis])
     end, nxt = (x[-1], x[-2]) if q > x[-1] else (x[0], x[1])
     if min(q, end, nxt) > 0:
@@ -245,7 +269,7 @@ def family(key: str) -> str:
     """The kind of a validation key without the axis name ("feature:depth:beyond" →
     "feature:beyond")."""
     parts = key.split(":")
-    return f"{parts[0]}:{parts[-1]}" if len(parts) == 3 else key
+    return f"{parts[0]}:{parts[-1]}" if parts[0] == "feature" and len(parts) == 3 else key
 
 
 def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
@@ -285,6 +309,49 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         if j == index.batch_axis:
             break
     return best or single or Route("none")
+
+
+#: Measured values of an axis a chain estimates points at, at most (the nearest to the query).
+CHAIN_POINTS = 8
+
+
+def _chain(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
+    """A move along one axis through points that are themselves moves along another (see the
+    module docstring), or ``none``. The axis giving the most points wins (then the batch axis:
+    its law is the best known)."""
+    ids = np.flatnonzero(mask)
+    if len(ids) == 0 or len(index.cols) < 2:
+        return Route("none")
+    diff = np.abs(index.values[ids] - v[None, :]) > 1e-9 * np.abs(v[None, :]) + 1e-12
+    best: Route | None = None
+    for j in np.flatnonzero(diff.any(axis=0)):
+        values = np.unique(index.values[ids[diff[:, j]], j])
+        if len(values) > CHAIN_POINTS:
+            distance = np.abs(np.log(np.maximum(values, 1e-12) / max(v[j], 1e-12))) \
+                if values.min() > 0 and v[j] > 0 else np.abs(values - v[j])
+            values = np.sort(values[np.argsort(distance, kind="stable")[:CHAIN_POINTS]])
+        steps = []
+        for b in values:
+            vb = v.copy()
+            vb[j] = b
+            sub = _route_on(index, vb, mask)
+            if sub.kind in ("repeat", "axis"):
+                steps.append((float(b), vb, sub))
+        if not steps:
+            continue
+        if len(steps) == 1 and j != index.batch_axis and len(np.unique(index.values[ids, j])) > 1:
+            # One point along a feature the data do vary: its effect is learnt across series
+            # (the cross-series model), not assumed away.
+            continue
+        x = np.array([b for b, _, _ in steps])
+        position = ("single" if len(steps) == 1
+                    else "inside" if x.min() < v[j] < x.max() else "beyond")
+        candidate = Route("chain", axis=int(j), position=position, batch_axis=index.batch_axis,
+                          name=index.cols[j], steps=steps)
+        if best is None or (len(steps), j == index.batch_axis) > (
+                len(best.steps), best.axis == index.batch_axis):
+            best = candidate
+    return best or Route("none")
 
 
 # ---------------------------------------------------------------------------- candidates
@@ -368,6 +435,8 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
         if r.kind == "repeat" or r.position == "single":
             return {"lin": local_value(index, r, v, "lin", its)}
         return {m: local_value(index, r, v, m, its) for m in ("lin", "log", "line")}
+    if r.kind == "chain":
+        return _chain_candidates(index, r, v, sub_method, its)
     if r.kind != "gpu":
         return {}
     learnt, ratio = [], []
@@ -387,4 +456,24 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
     out = {"learnt": float(np.median(learnt))}
     if ratio:
         out["ratio"] = float(np.median(ratio))
+    return out
+
+
+def _chain_candidates(index: SeriesIndex, r: Route, v: np.ndarray, sub_method: dict[str, str],
+                      its: float) -> dict[str, float]:
+    """A chain's estimated points (each by its own move's method), then the move along the
+    chain's axis through them: ``lin``, ``log`` or the ``line``; one point: carried over."""
+    x = np.array([b for b, _, _ in r.steps])
+    t = np.array([local_value(index, sub, vb,
+                              sub_method.get(sub.key, sub_method.get(family(sub.key), "lin")),
+                              its) for _, vb, sub in r.steps])
+    order = np.argsort(x)
+    x, t = x[order], t[order]
+    q = float(v[r.axis])
+    batch = r.axis == index.batch_axis
+    if r.position == "single":
+        return {"lin": float(t[0] * q / x[0]) if batch and x[0] > 0 else float(t[0])}
+    out = {"line": _line(x, t, q)}
+    for m in ("lin", "log"):
+        out[m] = _inside(x, t, q, m) if r.position == "inside" else _beyond(x, t, q, m, batch)
     return out
