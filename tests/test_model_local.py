@@ -112,6 +112,23 @@ def test_a_feature_no_run_varies_is_carried_over_and_one_that_varies_is_not() ->
     assert "no run varies it" not in str(table["detail"].iloc[0])
 
 
+def test_figures_that_follow_the_depth_move_with_it() -> None:
+    # Parameters grow with depth: a deeper network differs in both, and is still a move along
+    # the depth series at each batch size (the line in depth, exact on this linear family).
+    params = {1: 2.0e6, 2: 3.5e6, 3: 5.0e6, 4: 6.5e6}
+    frame = _grid([(d, b) for d in (1, 2, 3, 4) for b in (32, 64)])
+    frame["arch_params"] = frame["depth"].map(params)
+    held = (frame["depth"] == 4).to_numpy()
+    x, y = frame.drop(columns="time_s"), frame["time_s"].to_numpy()
+    table = TrainingTimeModel().fit(x[~held], y[~held]).predict_table(x[held])
+    np.testing.assert_allclose(table["time_s"], y[held], rtol=1e-9)
+    assert table["detail"].str.startswith("depth 4 > measured max 3").all()
+    # Another width at a measured depth is not that depth's series.
+    wider = x[held].assign(depth=2.0)
+    table = TrainingTimeModel().fit(x[~held], y[~held]).predict_table(wider)
+    assert not table["detail"].astype(str).str.contains("measured configuration").any()
+
+
 def test_set_up_time_is_only_told_apart_by_iteration_counts_far_apart() -> None:
     # 1201 and 1221 iterations in the same 220 s (one public file): no set-up time to tell.
     values = np.ones((2, 1))

@@ -327,7 +327,7 @@ class DefaultModel(GlobalModel):
         chained: list[tuple[int, np.ndarray]] = []
         in_picked = np.zeros(index.n, dtype=bool)
         in_picked[picked] = True
-        for j in range(len(index.cols)):
+        for j in index.axes:
             values = np.unique(index.values[:, j])
             if len(values) < 2:
                 continue
@@ -482,7 +482,7 @@ class DefaultModel(GlobalModel):
             out.iat[row, col["time_low_s"]] = total * math.exp(lo)
             out.iat[row, col["time_high_s"]] = total * math.exp(hi)
             out.iat[row, col["per_iteration_s"]] = total / its
-            out.iat[row, col["kind"]] = KIND[family(key)]
+            out.iat[row, col["kind"]] = _kind(r, key)
             out.iat[row, col["detail"]] = self._detail(local, r, key, method, values[i],
                                                        prep.hardware_label[row])
             out.iat[row, col["expected_mape"]] = chosen.mape * wider
@@ -554,6 +554,14 @@ class DefaultModel(GlobalModel):
                               "min": math.exp(lo), "max": math.exp(hi)})
         rows.append(pd.DataFrame(extra))
         return pd.concat(rows, ignore_index=True)
+
+
+def _kind(r: Any, key: str) -> str:
+    """The kind of a prediction: a chain interpolates only where every step does."""
+    if r.kind == "chain" and r.position == "inside" and all(
+            sub.kind == "repeat" or sub.position == "inside" for _, _, sub in r.steps):
+        return "interpolation"
+    return KIND[family(key)]
 
 
 def _configuration_medians(prep: Prepared, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

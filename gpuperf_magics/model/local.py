@@ -72,8 +72,15 @@ class SeriesIndex:
     its: np.ndarray  # median iterations of each configuration's runs
     hw_table: np.ndarray = field(default_factory=lambda: np.zeros((1, 0)))  # distinct GPUs
     hw_id: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # GPU of each config
+    #: Key columns that follow from the others over every configuration (a network's
+    #: parameters and FLOPs from its depth and image size): they move along with the axis that
+    #: moves them. ``axes``: the other columns, the ones a move goes along.
+    derived: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    axes: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.derived = _derived(self.values, self.cols, self.batch_axis)
+        self.axes = [int(j) for j in np.flatnonzero(~self.derived)]
         if self.hw.shape[1] == 0:
             self.hw_table = np.zeros((1, 0))
             self.hw_id = np.zeros(len(self.t), dtype=int)
@@ -96,6 +103,34 @@ class SeriesIndex:
     @property
     def n(self) -> int:
         return len(self.t)
+
+
+def _derived(values: np.ndarray, cols: list[str], batch_axis: int | None) -> np.ndarray:
+    """Which key columns follow from the other key columns over every configuration.
+
+    A deeper network differs from every measured one in its depth, its parameters and its
+    FLOPs; routed on all three it would share no series. The architecture's figures are tried
+    first (they follow from depth and image size, not the other way), each column only against
+    the columns still kept; the batch axis and columns with one value are always kept.
+    """
+    n_cols = values.shape[1]
+    derived = np.zeros(n_cols, dtype=bool)
+    if len(values) < 3:
+        return derived
+    codes = np.column_stack([np.unique(np.round(values[:, j], 9), return_inverse=True)[1]
+                             .reshape(-1) for j in range(n_cols)]) if n_cols else values
+
+    def distinct(columns: np.ndarray) -> int:
+        return len(np.unique(codes[:, columns], axis=0)) if len(columns) else 1
+
+    order = sorted(range(n_cols), key=lambda j: (not cols[j].startswith("arch_"), -j))
+    for k in order:
+        if k == batch_axis or len(np.unique(codes[:, k])) < 2:
+            continue
+        rest = np.flatnonzero(~derived & (np.arange(n_cols) != k))
+        if len(rest) and distinct(rest) == distinct(np.append(rest, k)):
+            derived[k] = True
+    return derived
 
 
 def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak: np.ndarray,
@@ -239,7 +274,7 @@ def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
     """Every axis move that reaches the query on its own GPU (validation tries each axis)."""
     mask = allowed & (index.hw_id == index.gpu_of(h))
     out = []
-    for j in range(len(index.cols)):
+    for j in index.axes:
         r = _route_on(index, v, mask, only=j)
         if r.kind == "axis":
             out.append(r)
@@ -272,6 +307,20 @@ def family(key: str) -> str:
     return f"{parts[0]}:{parts[-1]}" if parts[0] == "feature" and len(parts) == 3 else key
 
 
+def _differences(index: SeriesIndex, ids: np.ndarray, v: np.ndarray) -> np.ndarray | None:
+    """Which axes (:attr:`SeriesIndex.axes`) of configurations ``ids`` differ from ``v``; None
+    when a configuration equals ``v`` on every axis but not on a derived column: the query
+    changes what the axes do not tell (another width at a measured depth), so no series of
+    these configurations describes it."""
+    diff = np.abs(index.values[ids] - v[None, :]) > 1e-9 * np.abs(v[None, :]) + 1e-12
+    if not index.derived.any():
+        return diff
+    by_axis = diff[:, index.axes]
+    if (~by_axis.any(axis=1) & diff[:, index.derived].any(axis=1)).any():
+        return None
+    return by_axis
+
+
 def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
               only: int | None = None) -> Route:
     ids = np.flatnonzero(mask)
@@ -279,13 +328,15 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         return Route("none")
     if len(index.cols) == 0:
         return Route("repeat", members=ids[:1])
-    diff = np.abs(index.values[ids] - v[None, :]) > 1e-9 * np.abs(v[None, :]) + 1e-12
-    ndiff = diff.sum(axis=1)
+    by_axis = _differences(index, ids, v)
+    if by_axis is None:
+        return Route("none")
+    ndiff = by_axis.sum(axis=1)
     exact = ids[ndiff == 0]
     if len(exact) and only is None:
         return Route("repeat", members=exact[:1])
     best: Route | None = None
-    order = list(range(len(index.cols)))
+    order = list(index.axes)
     if index.batch_axis is not None:  # the batch axis first: it is what users move most
         order.remove(index.batch_axis)
         order.insert(0, index.batch_axis)
@@ -293,7 +344,7 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         order = [only]
     single: Route | None = None
     for j in order:
-        members = ids[(ndiff == 1) & diff[:, j]]
+        members = ids[(ndiff == 1) & by_axis[:, index.axes.index(j)]]
         if len(members) == 1 and j == index.batch_axis and v[j] > 0:
             # One other batch size measured: time per sample carries over (proportional).
             single = Route("axis", members=members, axis=j, position="single",
@@ -320,20 +371,25 @@ def _chain(index: SeriesIndex, v: np.ndarray, mask: np.ndarray) -> Route:
     module docstring), or ``none``. The axis giving the most points wins (then the batch axis:
     its law is the best known)."""
     ids = np.flatnonzero(mask)
-    if len(ids) == 0 or len(index.cols) < 2:
+    if len(ids) == 0 or len(index.axes) < 2:
         return Route("none")
-    diff = np.abs(index.values[ids] - v[None, :]) > 1e-9 * np.abs(v[None, :]) + 1e-12
+    by_axis = _differences(index, ids, v)
+    if by_axis is None:
+        return Route("none")
     best: Route | None = None
-    for j in np.flatnonzero(diff.any(axis=0)):
-        values = np.unique(index.values[ids[diff[:, j]], j])
+    for a in np.flatnonzero(by_axis.any(axis=0)):
+        j = index.axes[a]
+        differing = ids[by_axis[:, a]]
+        values = np.unique(index.values[differing, j])
         if len(values) > CHAIN_POINTS:
             distance = np.abs(np.log(np.maximum(values, 1e-12) / max(v[j], 1e-12))) \
                 if values.min() > 0 and v[j] > 0 else np.abs(values - v[j])
-            values = np.sort(values[np.argsort(distance, kind="stable")[:CHAIN_POINTS]])
+            values = values[np.sort(np.argsort(distance, kind="stable")[:CHAIN_POINTS])]
         steps = []
         for b in values:
             vb = v.copy()
             vb[j] = b
+            vb[index.derived] = np.nan  # follows from the axes: unknown here, never compared
             sub = _route_on(index, vb, mask)
             if sub.kind in ("repeat", "axis"):
                 steps.append((float(b), vb, sub))
