@@ -42,6 +42,7 @@ class _ProfileOptions:
     sync: bool = False
     phases: bool = False
     quiet: bool = False
+    verbose: bool = False
     output: bool = False
     variable: str | None = None
 
@@ -157,6 +158,7 @@ class GpuPerf(Magics):
             sync=args.sync,
             phases=args.phases,
             quiet=args.quiet,
+            verbose=args.verbose,
             output=args.output,
             variable=var,
         )
@@ -181,6 +183,8 @@ class GpuPerf(Magics):
     @argument("--phases", action="store_true", help="Split each iteration into data, "
               "forward, loss, backward and optimizer time (about 35 µs per iteration).")
     @argument("-q", "--quiet", action="store_true", help="Print nothing.")
+    @argument("--verbose", action="store_true", help="Print every figure of the run below "
+              "its line: throughput, p90 and mean time, device, architecture, settings.")
     @argument("-o", "--output", action="store_true", help="Return the Run object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Run object in variable VAR.")
     @cell_magic
@@ -191,13 +195,14 @@ class GpuPerf(Magics):
 
             %%profile_training [-n NAME] [--store PATH_OR_URL] [--warmup K] [--tag KEY=VALUE]
                                [--epochs E | --total-iterations N] [--sync] [--phases]
-                               [-q] [-o] [-v VAR]
+                               [-q | --verbose] [-o] [-v VAR]
             <training loop>
 
         Iterations are found by themselves (optimizer steps; else backward passes; else
         forward calls of the model), timed (with CUDA events on a GPU), and recorded with the
         batch size, the network's features and the hardware into the store. One line
-        summarises the run; a failed or interrupted cell keeps its partial run with its status.
+        summarises the run (``--verbose``: every figure); a failed or interrupted cell keeps
+        its partial run with its status.
         """
         opts = self._profile_options(line)
         from gpuperf_magics.capture import profile_training
@@ -235,7 +240,7 @@ class GpuPerf(Magics):
             if error is not None and outer is not None:
                 outer.error_in_exec = error
         if not opts.quiet:
-            print(run.summary_line())
+            print(run.details() if opts.verbose else run.summary_line())
         if opts.variable:
             shell.user_ns[opts.variable] = run
         if late is not None:
