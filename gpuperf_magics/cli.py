@@ -11,7 +11,9 @@
     gpuperf demo
 
 Every command takes ``--store PATH_OR_URL`` (default: ``$GPUPERF_STORE``, else the per-user
-store); a ``postgresql://`` URL names a server store.
+store); a ``postgresql://`` URL names a server store. The commands that only read (runs,
+predict, evaluate, sync's SRC) refuse a store file that does not exist rather than read it as
+empty; import, migrate and demo create it.
 The commands share the code of the magics: :mod:`gpuperf_magics.predict` and
 :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
 
@@ -113,11 +115,12 @@ def _parser() -> argparse.ArgumentParser:
 def _runs(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
 
-    frame = Store(args.store).runs(**({"network": args.network} if args.network else {}))
+    store = Store(args.store, must_exist=True)
+    frame = store.runs(**({"network": args.network} if args.network else {}))
     if args.csv:
         frame.to_csv(sys.stdout, index=False)
     elif frame.empty:
-        print(f"no runs in {Store(args.store).path}")
+        print(f"no runs in {store.path}")
     else:
         print(frame[RUN_COLUMNS].to_string(index=False))
     return 0
@@ -206,6 +209,7 @@ def _import(args: argparse.Namespace) -> int:
 def _remaining(args: argparse.Namespace) -> int:
     from gpuperf_magics import predict
     from gpuperf_magics.remaining import check_remaining_options, remaining_time
+    from gpuperf_magics.store import Store
 
     check_remaining_options(name=args.name, batch_size=args.batch_size,
                             iterations=args.iterations, epochs=args.epochs,
@@ -215,7 +219,7 @@ def _remaining(args: argparse.Namespace) -> int:
     gpus: list[str | None] = list(named) if named else [None]
     if len(gpus) > 1:
         raise predict.PredictionError("--remaining moves the job to one GPU: give one --gpu")
-    result = remaining_time(args.store, run_id, gpu=gpus[0],
+    result = remaining_time(Store(args.store, must_exist=True), run_id, gpu=gpus[0],
                             gpu_count=_number("--gpu-count", args.gpu_count, whole=True),
                             prices=args.prices)
     if args.csv:
@@ -227,6 +231,7 @@ def _remaining(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     from gpuperf_magics import predict
+    from gpuperf_magics.store import Store
 
     if args.remaining is not None:
         return _remaining(args)
@@ -240,7 +245,7 @@ def _predict(args: argparse.Namespace) -> int:
     samples = _number("--samples", args.samples, whole=True)
     gpu_count = _number("--gpu-count", args.gpu_count, whole=True)
     result = predict.predict_time(
-        args.store, args.name,
+        Store(args.store, must_exist=True), args.name,
         batch_sizes=predict.parse_batch_sizes(args.batch_size),
         iterations=iterations, epochs=epochs, samples=samples,
         gpus=predict.parse_gpus(args.gpu), gpu_count=gpu_count,
@@ -259,8 +264,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
 
     threshold = _number("--threshold", args.threshold, positive=False)
-    fitted, runs = fit_store(args.store, args.network)
-    x, y = per_iteration_table(runs, fitted.features, robust_times(Store(args.store), runs))
+    store = Store(args.store, must_exist=True)
+    fitted, runs = fit_store(store, args.network)
+    x, y = per_iteration_table(runs, fitted.features, robust_times(store, runs))
     table = evaluate(fitted.model, x, y, args.scenario, column=args.column, threshold=threshold)
     print(table.to_string(index=False))
     return 0
@@ -306,9 +312,10 @@ class _Bar:
 def _sync(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
 
+    source = Store(args.src, must_exist=True)  # a mistyped SRC is not an empty store
     bar = _Bar(args.quiet)
     try:
-        result = Store(args.src).sync_to(Store(args.dst), progress=bar)
+        result = source.sync_to(Store(args.dst), progress=bar)
     finally:
         bar.close()
     print(result)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.predict import Prediction
     from gpuperf_magics.remaining import Remaining
     from gpuperf_magics.run import Run
+    from gpuperf_magics.store import Store
     from gpuperf_magics.widgets import WhatIfPanel
 
 __all__ = ["GpuPerf", "load", "unload"]
@@ -270,7 +271,7 @@ class GpuPerf(Magics):
     @argument("--set", action="append", metavar="FEATURE=VALUE",
               help="Value of another feature, e.g. depth=50 (repeatable).")
     @argument("--store", metavar="PATH_OR_URL", help="Store to learn from (default as "
-              "%%profile_training).")
+              "%%profile_training); it must exist.")
     @argument("-w", "--widget", action="store_true", help="Show the what-if panel: "
               "controls for batch size, epochs, GPU and features, answered as you change "
               "them, a plot against batch size and the offers table (job time and cost per "
@@ -301,16 +302,22 @@ class GpuPerf(Magics):
         another GPU, with the cost of both.
         """
         from gpuperf_magics import predict
+        from gpuperf_magics.store import Store
 
         args = _parse(self.predict_time, line)
         var = args.variable
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
         try:
+            # Only read here: a mistyped path is named as such, not taken for an empty store.
+            store = Store(args.store or self.store, must_exist=True)
+        except (ValueError, StoreError) as exc:
+            raise UsageError(str(exc)) from None
+        try:
             if args.remaining is not None:
-                return self._remaining(args, var)
+                return self._remaining(args, var, store)
             if args.widget:
-                panel = self._panel(args)
+                panel = self._panel(args, store)
                 if not args.quiet:
                     from IPython.display import display
 
@@ -319,7 +326,7 @@ class GpuPerf(Magics):
                     self.shell.user_ns[var] = panel  # type: ignore[union-attr]
                 return panel if args.output else None
             result = predict.predict_time(
-                args.store or self.store,
+                store,
                 args.name,
                 batch_sizes=predict.parse_batch_sizes(_joined(args.batch_size)),
                 iterations=args.iterations,
@@ -348,7 +355,7 @@ class GpuPerf(Magics):
         return result if args.output else None
 
 
-    def _remaining(self, args: Any, var: str | None) -> Remaining | None:
+    def _remaining(self, args: Any, var: str | None, store: Store) -> Remaining | None:
         """``--remaining [RUN_ID]``: the rest of a partly recorded run."""
         from gpuperf_magics import predict
         from gpuperf_magics.remaining import check_remaining_options, remaining_time
@@ -369,7 +376,7 @@ class GpuPerf(Magics):
         gpus: list[str | None] = list(named) if named else [None]
         if len(gpus) > 1:
             raise UsageError("--remaining moves the job to one GPU: give one --gpu")
-        result = remaining_time(args.store or self.store, run_id, gpu=gpus[0],
+        result = remaining_time(store, run_id, gpu=gpus[0],
                                 gpu_count=args.gpu_count, prices=self.prices)
         if not args.quiet:
             from IPython.display import display
@@ -379,7 +386,7 @@ class GpuPerf(Magics):
             self.shell.user_ns[var] = result  # type: ignore[union-attr]
         return result if args.output else None
 
-    def _panel(self, args: Any) -> WhatIfPanel:
+    def _panel(self, args: Any, store: Store) -> WhatIfPanel:
         """The what-if panel opened at the line's values (``-w``)."""
         from gpuperf_magics import predict
         from gpuperf_magics.widgets import what_if
@@ -392,7 +399,7 @@ class GpuPerf(Magics):
             raise UsageError("-w does not take --set: the panel has a control per feature")
         try:
             return what_if(
-                args.store or self.store, args.name,
+                store, args.name,
                 batch_size=batches[0] if batches else None,
                 gpus=predict.parse_gpus(_joined(args.gpu)), gpu_count=args.gpu_count,
                 epochs=args.epochs, iterations=args.iterations, samples=args.samples,

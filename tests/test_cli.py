@@ -88,6 +88,7 @@ def test_broken_csv_imports_nothing_and_says_where(tmp_path):
 
 def test_errors_are_one_line(tmp_path):
     store = tmp_path / "empty.sqlite"
+    gm.Store(store).migrate()  # a store without runs (a missing file is another error)
     proc = gpuperf("predict", store=store, check=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith("gpuperf predict: error:") and "profile" in proc.stderr
@@ -220,3 +221,22 @@ def test_numeric_options_accept_whole_numbers_in_any_spelling(tmp_path):
                   "--csv", store=store).stdout
     frame = pd.read_csv(io.StringIO(out))
     assert frame["iterations"].tolist() == [1000]
+
+
+# --------------------------------------------------------------------------- rough edges
+@pytest.mark.parametrize("command", [
+    ["runs"], ["predict"], ["predict", "--remaining", "1"], ["evaluate"],
+    ["sync", "{typo}", "{other}"],
+])
+def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
+    typo, other = tmp_path / "typo.sqlite", tmp_path / "other.sqlite"
+    args = [a.format(typo=typo, other=other) for a in command]
+    if command[0] != "sync":
+        args += ["--store", str(typo)]
+    proc = gpuperf(*args, store=tmp_path / "unused.sqlite", check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"gpuperf {command[0]}: error: no store at {typo}: the file "
+                                  "does not exist")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # reading created nothing, not even the sync target
+

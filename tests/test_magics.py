@@ -300,3 +300,22 @@ def test_the_line_fits_a_notebook_and_verbose_gives_the_rest(shell, capsys):
     assert out == run.details() + "\n"
     assert out.startswith(run.summary_line().splitlines()[0] + "\n")
     assert "throughput" in out and "p90" in out and "CPU" in out
+
+@pytest.mark.parametrize("options", ["", "-w", "--remaining", "--remaining 3 --gpu T4"])
+def test_predict_time_names_a_store_that_does_not_exist(shell, tmp_path, options):
+    typo = tmp_path / "typo.sqlite"
+    with pytest.raises(UsageError, match=rf"^no store at {typo}: the file does not exist"):
+        shell.run_line_magic("predict_time", f"--store {typo} {options}")
+    assert not typo.exists()
+    # Profiling writes, so it may start a store there.
+    shell.run_cell_magic("profile_training", f"-q --store {typo}", LOOP)
+    assert len(gm.Store(typo).runs()) == 1
+
+
+def test_predict_time_without_any_store_yet_says_so(shell, tmp_path, monkeypatch):
+    monkeypatch.delenv("GPUPERF_STORE")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    with pytest.raises(UsageError, match=r"\(the default store\).*profile a cell"):
+        shell.run_line_magic("predict_time", "")
+    assert not (tmp_path / "xdg").exists()
+
