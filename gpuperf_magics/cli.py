@@ -4,7 +4,7 @@
     gpuperf import FILE [--map COLUMN=CANONICAL ...] [--network NAME] [--gpu NAME] [--again]
     gpuperf predict [NAME] [--batch-size 32,64] [--iterations N | --epochs E [--samples N]]
                     [--gpu "A100 80GB,T4"] [--gpu-count N] [--set depth=50] [--csv]
-    gpuperf predict --remaining RUN_ID [--gpu NAME] [--gpu-count N] [--prices FILE] [--csv]
+    gpuperf predict --remaining [RUN_ID] [--gpu NAME] [--gpu-count N] [--prices FILE] [--csv]
     gpuperf evaluate [--scenario grouped] [--column C] [--threshold T] [--network NAME]
     gpuperf migrate [URL]
     gpuperf sync SRC DST
@@ -14,8 +14,9 @@ Every command takes ``--store PATH_OR_URL`` (default: ``$GPUPERF_STORE``, else t
 store); a ``postgresql://`` URL names a server store. The commands that only read (runs,
 predict, evaluate, sync's SRC) refuse a store file that does not exist rather than read it as
 empty; import, migrate and demo create it.
-The commands share the code of the magics: :mod:`gpuperf_magics.predict` and
-:class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
+The commands share the code of the magics: :mod:`gpuperf_magics.predict`,
+:mod:`gpuperf_magics.prediction_options` (``predict`` takes the options of ``%predict_time``)
+and :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
 
 ``gpuperf import`` tags every row with a SHA-256 of the file's bytes and of ``--map``,
 ``--network`` and ``--gpu`` (:data:`IMPORT_TAG`), and refuses a file whose fingerprint is
@@ -27,11 +28,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+
+from gpuperf_magics import prediction_options
+from gpuperf_magics.prediction_options import number
 
 __all__ = ["main"]
 
@@ -71,21 +73,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="import a file whose rows (same content, same --map/--network/"
                      "--gpu) are already in the store")
 
-    pred = command("predict", "Predict training time for other configurations.")
-    pred.add_argument("name", nargs="?", help="network (default: the latest run's)")
-    pred.add_argument("--batch-size", metavar="B[,B...]", help="batch sizes, e.g. 32,64,128")
-    # Numbers are read as text and checked in _predict, so that "inf", "nan" or "0" get the
-    # same one-line error as every other mistake.
-    pred.add_argument("--iterations", metavar="N", help="iterations of the job")
-    pred.add_argument("--epochs", metavar="E", help="epochs of the job")
-    pred.add_argument("--samples", metavar="N", help="samples per epoch")
-    pred.add_argument("--gpu", metavar="NAME[,NAME...]", help="GPUs to predict for")
-    pred.add_argument("--gpu-count", metavar="N", help="GPUs per job")
-    pred.add_argument("--set", action="append", metavar="FEATURE=VALUE",
-                      help="value of another feature, e.g. depth=50 (repeatable)")
-    pred.add_argument("--remaining", metavar="RUN_ID", help="remaining time (and cost) of an "
-                      "interrupted or failed run with a known job length; with --gpu NAME, "
-                      "also moved to that GPU")
+    pred = command("predict", "Predict training time for other configurations (the options "
+                   "of %%predict_time).")
+    prediction_options.add_to(pred)
     pred.add_argument("--prices", metavar="FILE", help="CSV of your own instance prices, "
                       "merged over the built-in ones (for --remaining's cost)")
     pred.add_argument("--csv", action="store_true", help="the full table as CSV")
@@ -124,26 +114,6 @@ def _runs(args: argparse.Namespace) -> int:
     else:
         print(frame[RUN_COLUMNS].to_string(index=False))
     return 0
-
-
-def _number(option: str, text: str | None, *, whole: bool = False,
-            positive: bool = True) -> Any:
-    """An option's value as a finite (positive, whole) number; None when not given."""
-    if text is None:
-        return None
-    kind = "a whole number" if whole else "a number"
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{option} expects {kind}, got {text!r}") from None
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise ValueError(f"{option} expects a finite{' positive' if positive else ''} "
-                         f"{kind[2:]}, got {text!r}")
-    if whole:
-        if value != int(value):
-            raise ValueError(f"{option} expects a whole number, got {text!r}")
-        return int(value)
-    return value
 
 
 def _fingerprint(path: Path, mapping: Mapping[str, str], network: str | None,
@@ -206,21 +176,12 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remaining(args: argparse.Namespace) -> int:
-    from gpuperf_magics import predict
-    from gpuperf_magics.remaining import check_remaining_options, remaining_time
+def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOptions) -> int:
+    from gpuperf_magics.remaining import remaining_time
     from gpuperf_magics.store import Store
 
-    check_remaining_options(name=args.name, batch_size=args.batch_size,
-                            iterations=args.iterations, epochs=args.epochs,
-                            samples=args.samples, set=args.set)
-    run_id = _number("--remaining", args.remaining, whole=True)
-    named = predict.parse_gpus(args.gpu)
-    gpus: list[str | None] = list(named) if named else [None]
-    if len(gpus) > 1:
-        raise predict.PredictionError("--remaining moves the job to one GPU: give one --gpu")
-    result = remaining_time(Store(args.store, must_exist=True), run_id, gpu=gpus[0],
-                            gpu_count=_number("--gpu-count", args.gpu_count, whole=True),
+    result = remaining_time(Store(args.store, must_exist=True), opts.run_id,
+                            gpu=opts.gpus[0] if opts.gpus else None, gpu_count=opts.gpu_count,
                             prices=args.prices)
     if args.csv:
         result.frame.to_csv(sys.stdout, index=False)
@@ -233,23 +194,18 @@ def _predict(args: argparse.Namespace) -> int:
     from gpuperf_magics import predict
     from gpuperf_magics.store import Store
 
-    if args.remaining is not None:
-        return _remaining(args)
+    opts = prediction_options.read(args)
+    if opts.remaining:
+        return _remaining(args, opts)
     if args.prices is not None:
         raise predict.PredictionError(
             "--prices only applies with --remaining RUN_ID (e.g. gpuperf predict --remaining "
             "12 --prices my_prices.csv); offers with prices for a new job are in "
             "gpuperf_magics.offers.offers() or the notebook panel (%predict_time -w)")
-    iterations = _number("--iterations", args.iterations, whole=True)
-    epochs = _number("--epochs", args.epochs)
-    samples = _number("--samples", args.samples, whole=True)
-    gpu_count = _number("--gpu-count", args.gpu_count, whole=True)
     result = predict.predict_time(
-        Store(args.store, must_exist=True), args.name,
-        batch_sizes=predict.parse_batch_sizes(args.batch_size),
-        iterations=iterations, epochs=epochs, samples=samples,
-        gpus=predict.parse_gpus(args.gpu), gpu_count=gpu_count,
-        settings=predict.parse_settings(args.set),
+        Store(args.store, must_exist=True), opts.name, batch_sizes=opts.batch_sizes,
+        iterations=opts.iterations, epochs=opts.epochs, samples=opts.samples, gpus=opts.gpus,
+        gpu_count=opts.gpu_count, settings=opts.settings,
     )
     if args.csv:
         result.frame.to_csv(sys.stdout, index=False)
@@ -263,7 +219,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
     from gpuperf_magics.store import Store
 
-    threshold = _number("--threshold", args.threshold, positive=False)
+    threshold = number("--threshold", args.threshold, positive=False)
     store = Store(args.store, must_exist=True)
     fitted, runs = fit_store(store, args.network)
     x, y = per_iteration_table(runs, fitted.features, robust_times(store, runs))

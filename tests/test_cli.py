@@ -225,7 +225,7 @@ def test_numeric_options_accept_whole_numbers_in_any_spelling(tmp_path):
 
 # --------------------------------------------------------------------------- rough edges
 @pytest.mark.parametrize("command", [
-    ["runs"], ["predict"], ["predict", "--remaining", "1"], ["evaluate"],
+    ["runs"], ["predict"], ["predict", "--remaining"], ["evaluate"],
     ["sync", "{typo}", "{other}"],
 ])
 def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
