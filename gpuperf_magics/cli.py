@@ -31,15 +31,24 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpuperf_magics import prediction_options
 from gpuperf_magics.prediction_options import number
 
 __all__ = ["main"]
 
-#: Columns ``gpuperf runs`` prints (all columns with --csv).
+#: Columns of ``Store.runs()`` that ``gpuperf runs`` shows (all columns with --csv).
 RUN_COLUMNS = ["run_id", "network", "batch_size", "iterations", "time_s", "it_median_s",
                "status", "gpu", "gpu_count", "source", "created_at"]
+#: What it prints: the canonical ``iterations`` renamed for what they are, the device in words.
+RUN_DISPLAY = ["run_id", "network", "batch_size", "timed_it", "warmup_it", "time_s",
+               "it_median_s", "status", "device", "source", "created_at"]
+#: Printed under the table: why a cell's "20 it (4 warm-up)" is 16 timed iterations here.
+RUN_LEGEND = ("timed_it: the iterations time_s covers (it_median_s: their median); "
+              "warmup_it: recorded before them, left out.\n"
+              "A profiled cell's line counts both: '20 it (4 warm-up)' is 16 timed_it "
+              "and 4 warmup_it.")
 
 #: Tag of imported rows: SHA-256 of the file's bytes and of the options that change the rows.
 #: Two files of one name are different imports; one file under two names is the same one.
@@ -102,17 +111,45 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _device(row: Any) -> str:
+    """The device of a row of ``Store.runs()``: GPUs, the CPU, or unknown (an imported row
+    that gave no GPU)."""
+    from gpuperf_magics.run import device_label
+
+    if isinstance(row["gpu"], str) and row["gpu"]:
+        return device_label(row["gpu"], row["gpu_count"])
+    if row.get("device") != "cpu":
+        return "unknown"
+    return device_label(None, threads=row.get("torch_threads"))
+
+
 def _runs(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from gpuperf_magics.store import Store
 
     store = Store(args.store, must_exist=True)
     frame = store.runs(**({"network": args.network} if args.network else {}))
     if args.csv:
         frame.to_csv(sys.stdout, index=False)
-    elif frame.empty:
-        print(f"no runs in {store.path}")
-    else:
-        print(frame[RUN_COLUMNS].to_string(index=False))
+        return 0
+    if frame.empty:
+        if args.network:
+            known = sorted(set(store.runs(columns=["network"])["network"].astype(str)))
+            print(f"no runs of network {args.network!r} in {store.path}"
+                  + (f"; its networks: {', '.join(known)}" if known else ""))
+        else:
+            print(f"no runs in {store.path}")
+        return 0
+    shown = frame.reindex(columns=[*RUN_COLUMNS, "warmup_iterations", "device",
+                                   "torch_threads"]).copy()
+    shown["device"] = shown.apply(_device, axis=1)
+    # Imported rows have no warm-up count; pandas prints a missing integer as <NA>.
+    shown["warmup_iterations"] = ["-" if pd.isna(v) else int(v)
+                                  for v in shown["warmup_iterations"]]
+    shown = shown.rename(columns={"iterations": "timed_it", "warmup_iterations": "warmup_it"})
+    print(shown[RUN_DISPLAY].to_string(index=False, na_rep="-"))
+    print(RUN_LEGEND)
     return 0
 
 

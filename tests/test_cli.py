@@ -240,3 +240,30 @@ def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
     assert len(proc.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []  # reading created nothing, not even the sync target
 
+def test_runs_shows_the_device_and_the_iterations_the_cell_counted(tmp_path, profile_mlp):
+    store = tmp_path / "runs.sqlite"
+    profile_mlp(store, [16], steps=20)
+    gpuperf("import", str(_table(tmp_path / "t4.csv", (0.5, 0.9))), "--gpu", "Tesla T4",
+            store=store)
+    out = gpuperf("runs", store=store).stdout
+    assert "NaN" not in out and "gpu_count" not in out
+    header, cpu_row, *gpu_rows = out.splitlines()[:4]
+    assert header.split()[:5] == ["run_id", "network", "batch_size", "timed_it", "warmup_it"]
+    assert "device" in header
+    run = gm.Store(store).get_run(1)
+    timed, warmup = len(run.steady), run.warmup_iterations
+    assert warmup > 0 and timed + warmup == len(run.iterations)
+    # The numbers the cell's line printed, "N it (W warm-up)", are the row's two columns.
+    assert f"{len(run.iterations)} it ({warmup} warm-up)" in run.summary_line()
+    assert cpu_row.split()[:5] == ["1", "mlp", "16", str(timed), str(warmup)]
+    assert "CPU (1 thread)" in cpu_row
+    assert all("Tesla T4" in row and " - " in row for row in gpu_rows)
+    assert "timed_it: the iterations time_s covers" in out and "warmup_it:" in out
+
+
+def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    gpuperf("import", str(_table(tmp_path / "t.csv", (0.5, 0.9))), store=store)
+    out = gpuperf("runs", "--network", "nett", store=store).stdout
+    assert out.strip() == f"no runs of network 'nett' in {store}; its networks: net"
+
