@@ -261,6 +261,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     fitted, runs = fit_store(store, args.network)
     x, y = per_iteration_table(runs, fitted.features, robust_times(store, runs))
     table = evaluate(fitted.model, x, y, args.scenario, column=args.column, threshold=threshold)
+    # The error in percent, as every other error the package prints.
+    table["mape"] = table["mape"].map(lambda v: f"{100 * v:.1f}%")
+    print(f"network {runs['network'].iloc[0]}: {len(runs)} run(s) in {store.path}; mape: "
+          "error of the model refitted without the held-out runs, in % of the measured time")
     print(table.to_string(index=False))
     return 0
 

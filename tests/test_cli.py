@@ -267,3 +267,26 @@ def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
     out = gpuperf("runs", "--network", "nett", store=store).stdout
     assert out.strip() == f"no runs of network 'nett' in {store}; its networks: net"
 
+def test_evaluate_says_which_network_and_prints_percent(tmp_path):
+    from gpuperf_magics.model import evaluate
+    from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
+
+    store = tmp_path / "runs.sqlite"
+    for name, scale in (("net-a", 1.0), ("net-b", 3.0)):
+        rows = "".join(f"{name},{b},{scale * (0.01 + 0.001 * b + 0.0002 * (b % 7))}\n"
+                       for b in (8, 16, 32, 64, 128))
+        path = tmp_path / f"{name}.csv"
+        path.write_text("network,batch_size,time_s\n" + rows)
+        gpuperf("import", str(path), store=store)
+    out = gpuperf("evaluate", "--network", "net-a", "--scenario", "leave_one_out",
+                  "--column", "batch_size", store=store).stdout
+    first, header, *rows = out.strip().splitlines()
+    assert first.startswith(f"network net-a: 5 run(s) in {store}; mape:")
+    assert "in % of the measured time" in first and header.split()[-1] == "mape"
+    fitted, runs = fit_store(store, "net-a")
+    x, y = per_iteration_table(runs, fitted.features, robust_times(gm.Store(store), runs))
+    expected = evaluate(fitted.model, x, y, "leave_one_out", column="batch_size")["mape"]
+    assert [row.split()[-1] for row in rows] == [f"{100 * v:.1f}%" for v in expected]
+    latest = gpuperf("evaluate", store=store).stdout  # no --network: the latest run's
+    assert latest.startswith("network net-b: 5 run(s)")
+
