@@ -74,8 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     imp = command("import", "Import measurements made elsewhere (CSV or Parquet).")
     imp.add_argument("file", help="a .csv or .parquet table, one row per configuration")
     imp.add_argument("--map", action="append", metavar="COLUMN=CANONICAL", default=[],
-                     help="rename a column to a canonical name, e.g. step_time=time_s "
-                     "(repeatable)")
+                     help="rename a column to a canonical name, e.g. step_time=time_s; "
+                     "COLUMN= drops a column (repeatable)")
     imp.add_argument("--network", help="network of every row (if the table has no column)")
     imp.add_argument("--gpu", help="GPU of every row (if the table has no column)")
     imp.add_argument("--again", action="store_true",
@@ -153,7 +153,7 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fingerprint(path: Path, mapping: Mapping[str, str], network: str | None,
+def _fingerprint(path: Path, mapping: Mapping[str, str | None], network: str | None,
                  gpu: str | None) -> str:
     """SHA-256 of a file's bytes and of the import options that change the stored rows."""
     digest = hashlib.sha256()
@@ -167,13 +167,15 @@ def _fingerprint(path: Path, mapping: Mapping[str, str], network: str | None,
 
 def _import(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
+    from gpuperf_magics.store.importer import COMMAND_LINE, spelled
 
-    mapping = {}
+    mapping: dict[str, str | None] = {}
     for item in args.map:
         source, sep, target = item.partition("=")
-        if not sep or not source or not target:
-            raise ValueError(f"--map expects COLUMN=CANONICAL, e.g. step_time=time_s; got {item!r}")
-        mapping[source] = target
+        if not sep or not source:
+            raise ValueError(f"--map expects COLUMN=CANONICAL, e.g. step_time=time_s (or "
+                             f"COLUMN= to drop a column); got {item!r}")
+        mapping[source] = target or None
     store = Store(args.store)
     path = Path(args.file).expanduser()
     tags, note = None, ""
@@ -198,8 +200,9 @@ def _import(args: argparse.Namespace) -> int:
                     f"{older['run_id'].max()}) carry no content fingerprint, so they may be "
                     "these rows again")
     known = set(store.runs(columns=["run_id"])["run_id"])
-    ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
-                             gpu=args.gpu, tags=tags)
+    with spelled(COMMAND_LINE):  # errors say --map, not mapping={...}
+        ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
+                                 gpu=args.gpu, tags=tags)
     if note:
         print(note, file=sys.stderr)
     new = [i for i in ids if i not in known]  # a row whose run_uid is stored keeps its id

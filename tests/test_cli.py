@@ -240,6 +240,7 @@ def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
     assert len(proc.stderr.strip().splitlines()) == 1
     assert list(tmp_path.iterdir()) == []  # reading created nothing, not even the sync target
 
+
 def test_runs_shows_the_device_and_the_iterations_the_cell_counted(tmp_path, profile_mlp):
     store = tmp_path / "runs.sqlite"
     profile_mlp(store, [16], steps=20)
@@ -267,6 +268,7 @@ def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
     out = gpuperf("runs", "--network", "nett", store=store).stdout
     assert out.strip() == f"no runs of network 'nett' in {store}; its networks: net"
 
+
 def test_evaluate_says_which_network_and_prints_percent(tmp_path):
     from gpuperf_magics.model import evaluate
     from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
@@ -290,3 +292,27 @@ def test_evaluate_says_which_network_and_prints_percent(tmp_path):
     latest = gpuperf("evaluate", store=store).stdout  # no --network: the latest run's
     assert latest.startswith("network net-b: 5 run(s)")
 
+
+def test_import_errors_speak_the_options_the_user_typed(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    table = tmp_path / "steps.csv"
+    table.write_text("batch_size,step,time_s\n32,0.4,0.5\n64,0.8,0.9\n")
+    missing = tmp_path / "missing.csv"
+    missing.write_text("batch_size,step\n32,0.4\n")
+    err = gpuperf("import", str(missing), store=store, check=False).stderr
+    assert "--map COLUMN=time_s" in err and "--network NAME" in err
+    assert "Fix the table or the mapping (--map COLUMN=<canonical name>)" in err
+    assert "mapping=" not in err and "network=..." not in err
+    err = gpuperf("import", str(table), "--network", "n", "--map", "stp=time_s", store=store,
+                  check=False).stderr
+    assert "--map names 'stp', not a column of the table" in err
+    err = gpuperf("import", str(table), "--network", "n", "--map", "step=time_s", store=store,
+                  check=False).stderr
+    assert "would all become 'time_s'; drop all but one (--map COLUMN= with nothing" in err
+    # ... which it can: --map COLUMN= drops a column.
+    gpuperf("import", str(table), "--network", "n", "--map", "step=time_s", "--map", "time_s=",
+            store=store)
+    assert gm.Store(store).runs()["time_s"].tolist() == [0.4, 0.8]
+    # The Python API still speaks its own arguments.
+    with pytest.raises(ValueError, match=r"mapping=\{'<column>': 'time_s'\}"):
+        gm.Store(store).import_table(missing, network="n")
