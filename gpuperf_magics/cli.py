@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
                      "--gpu) are already in the store")
 
     pred = command("predict", "Predict training time for other configurations (the options "
-                   "of %%predict_time).")
+                   "of the notebook's predict_time magic).")
     prediction_options.add_to(pred)
     pred.add_argument("--prices", metavar="FILE", help="CSV of your own instance prices, "
                       "merged over the built-in ones (for --remaining's cost)")

@@ -9,9 +9,11 @@ things about the same mistake. Here each option is declared once (:data:`OPTIONS
 magic's ``-w``/``-q``/``-o``/``-v``, the CLI's ``--csv`` and ``--prices``).
 
 Numbers are read as text and checked by :func:`number`, so that ``inf``, ``nan`` and ``0``
-get the same one-line error as every other mistake. Repeatable options take several words
-(``--gpu A100 80GB --gpu T4``, ``--batch-size 32, 64``): a magic's line is not split the way a
-shell splits quoted words, so put the network name before them.
+get the same one-line error as every other mistake. In the magic, ``--gpu`` and
+``--batch-size`` take several words (``--gpu A100 80GB --gpu T4``, ``--batch-size 32, 64``), as
+people type them in a notebook without quotes (put the network name before them); on the
+command line they take one word each, since the shell's quotes group words
+(``--gpu "A100 80GB"``), so that ``gpuperf predict --gpu T4 resnet`` keeps its network name.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--gpu",), {
         "metavar": "NAME[,NAME...]", "nargs": "+", "action": "append",
         "help": "GPUs to predict for besides the measured device, e.g. \"A100 80GB,H100\" "
-                "(names of gpuperf_magics.gpus(); repeatable). Put NAME before it."}),
+                "(names of gpuperf_magics.gpus(); repeatable). In the magic, put NAME "
+                "before it."}),
     (("--gpu-count",), {"metavar": "N", "help": "GPUs per job (data parallel)."}),
     (("--set",), {"action": "append", "metavar": "FEATURE=VALUE",
                   "help": "Value of another feature, e.g. depth=50 (repeatable)."}),
@@ -79,9 +82,11 @@ class PredictionOptions:
 
 
 def add_to(parser: argparse.ArgumentParser) -> None:
-    """Declare the options on an ``argparse`` parser (the ``gpuperf predict`` command)."""
+    """Declare the options on an ``argparse`` parser (the ``gpuperf predict`` command), one
+    shell word per value."""
     for flags, keywords in OPTIONS:
-        parser.add_argument(*flags, **keywords)
+        one_word = {k: v for k, v in keywords.items() if (k, v) != ("nargs", "+")}
+        parser.add_argument(*flags, **one_word)
 
 
 def magic_options(func: F) -> F:
@@ -121,12 +126,13 @@ def number(option: str, text: str | None, *, whole: bool = False,
     return value
 
 
-def _joined(groups: list[list[str]] | None) -> str | None:
-    """Words of a repeatable, multi-word option as one comma-separated list: ``--gpu A100
-    80GB --gpu T4`` and ``--batch-size 32, 64`` read as the user meant them."""
+def _joined(groups: list[list[str]] | list[str] | None) -> str | None:
+    """A repeatable option's values as one comma-separated list: the magic's ``--gpu A100
+    80GB --gpu T4`` (lists of words) and the command's ``--gpu "A100 80GB" --gpu T4`` read as
+    the user meant them."""
     if not groups:
         return None
-    return ",".join(" ".join(words) for words in groups)
+    return ",".join(g if isinstance(g, str) else " ".join(g) for g in groups)
 
 
 def read(args: argparse.Namespace) -> PredictionOptions:
