@@ -4,16 +4,19 @@
     gpuperf import FILE [--map COLUMN=CANONICAL ...] [--network NAME] [--gpu NAME] [--again]
     gpuperf predict [NAME] [--batch-size 32,64] [--iterations N | --epochs E [--samples N]]
                     [--gpu "A100 80GB,T4"] [--gpu-count N] [--set depth=50] [--csv]
-    gpuperf predict --remaining RUN_ID [--gpu NAME] [--gpu-count N] [--prices FILE] [--csv]
+    gpuperf predict --remaining [RUN_ID] [--gpu NAME] [--gpu-count N] [--prices FILE] [--csv]
     gpuperf evaluate [--scenario grouped] [--column C] [--threshold T] [--network NAME]
     gpuperf migrate [URL]
     gpuperf sync SRC DST
     gpuperf demo
 
 Every command takes ``--store PATH_OR_URL`` (default: ``$GPUPERF_STORE``, else the per-user
-store); a ``postgresql://`` URL names a server store.
-The commands share the code of the magics: :mod:`gpuperf_magics.predict` and
-:class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
+store); a ``postgresql://`` URL names a server store. The commands that only read (runs,
+predict, evaluate, sync's SRC) refuse a store file that does not exist rather than read it as
+empty; import, migrate and demo create it.
+The commands share the code of the magics: :mod:`gpuperf_magics.predict`,
+:mod:`gpuperf_magics.prediction_options` (``predict`` takes the options of ``%predict_time``)
+and :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
 
 ``gpuperf import`` tags every row with a SHA-256 of the file's bytes and of ``--map``,
 ``--network`` and ``--gpu`` (:data:`IMPORT_TAG`), and refuses a file whose fingerprint is
@@ -25,17 +28,27 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuperf_magics import prediction_options
+from gpuperf_magics.prediction_options import number
+
 __all__ = ["main"]
 
-#: Columns ``gpuperf runs`` prints (all columns with --csv).
+#: Columns of ``Store.runs()`` that ``gpuperf runs`` shows (all columns with --csv).
 RUN_COLUMNS = ["run_id", "network", "batch_size", "iterations", "time_s", "it_median_s",
                "status", "gpu", "gpu_count", "source", "created_at"]
+#: What it prints: the canonical ``iterations`` renamed for what they are, the device in words.
+RUN_DISPLAY = ["run_id", "network", "batch_size", "timed_it", "warmup_it", "time_s",
+               "it_median_s", "status", "device", "source", "created_at"]
+#: Printed under the table: why a cell's "20 it (4 warm-up)" is 16 timed iterations here.
+RUN_LEGEND = ("timed_it: the iterations time_s covers (it_median_s: their median); "
+              "warmup_it: recorded before them, left out.\n"
+              "A profiled cell's line counts both: '20 it (4 warm-up)' is 16 timed_it "
+              "and 4 warmup_it.")
 
 #: Tag of imported rows: SHA-256 of the file's bytes and of the options that change the rows.
 #: Two files of one name are different imports; one file under two names is the same one.
@@ -61,29 +74,17 @@ def _parser() -> argparse.ArgumentParser:
     imp = command("import", "Import measurements made elsewhere (CSV or Parquet).")
     imp.add_argument("file", help="a .csv or .parquet table, one row per configuration")
     imp.add_argument("--map", action="append", metavar="COLUMN=CANONICAL", default=[],
-                     help="rename a column to a canonical name, e.g. step_time=time_s "
-                     "(repeatable)")
+                     help="rename a column to a canonical name, e.g. step_time=time_s; "
+                     "COLUMN= drops a column (repeatable)")
     imp.add_argument("--network", help="network of every row (if the table has no column)")
     imp.add_argument("--gpu", help="GPU of every row (if the table has no column)")
     imp.add_argument("--again", action="store_true",
                      help="import a file whose rows (same content, same --map/--network/"
                      "--gpu) are already in the store")
 
-    pred = command("predict", "Predict training time for other configurations.")
-    pred.add_argument("name", nargs="?", help="network (default: the latest run's)")
-    pred.add_argument("--batch-size", metavar="B[,B...]", help="batch sizes, e.g. 32,64,128")
-    # Numbers are read as text and checked in _predict, so that "inf", "nan" or "0" get the
-    # same one-line error as every other mistake.
-    pred.add_argument("--iterations", metavar="N", help="iterations of the job")
-    pred.add_argument("--epochs", metavar="E", help="epochs of the job")
-    pred.add_argument("--samples", metavar="N", help="samples per epoch")
-    pred.add_argument("--gpu", metavar="NAME[,NAME...]", help="GPUs to predict for")
-    pred.add_argument("--gpu-count", metavar="N", help="GPUs per job")
-    pred.add_argument("--set", action="append", metavar="FEATURE=VALUE",
-                      help="value of another feature, e.g. depth=50 (repeatable)")
-    pred.add_argument("--remaining", metavar="RUN_ID", help="remaining time (and cost) of an "
-                      "interrupted or failed run with a known job length; with --gpu NAME, "
-                      "also moved to that GPU")
+    pred = command("predict", "Predict training time for other configurations (the options "
+                   "of the notebook's predict_time magic).")
+    prediction_options.add_to(pred)
     pred.add_argument("--prices", metavar="FILE", help="CSV of your own instance prices, "
                       "merged over the built-in ones (for --remaining's cost)")
     pred.add_argument("--csv", action="store_true", help="the full table as CSV")
@@ -110,40 +111,49 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _device(row: Any) -> str:
+    """The device of a row of ``Store.runs()``: GPUs, the CPU, or unknown (an imported row
+    that gave no GPU)."""
+    from gpuperf_magics.run import device_label
+
+    if isinstance(row["gpu"], str) and row["gpu"]:
+        return device_label(row["gpu"], row["gpu_count"])
+    if row.get("device") != "cpu":
+        return "unknown"
+    return device_label(None, threads=row.get("torch_threads"))
+
+
 def _runs(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from gpuperf_magics.store import Store
 
-    frame = Store(args.store).runs(**({"network": args.network} if args.network else {}))
+    store = Store(args.store, must_exist=True)
+    frame = store.runs(**({"network": args.network} if args.network else {}))
     if args.csv:
         frame.to_csv(sys.stdout, index=False)
-    elif frame.empty:
-        print(f"no runs in {Store(args.store).path}")
-    else:
-        print(frame[RUN_COLUMNS].to_string(index=False))
+        return 0
+    if frame.empty:
+        if args.network:
+            known = sorted(set(store.runs(columns=["network"])["network"].astype(str)))
+            print(f"no runs of network {args.network!r} in {store.path}"
+                  + (f"; its networks: {', '.join(known)}" if known else ""))
+        else:
+            print(f"no runs in {store.path}")
+        return 0
+    shown = frame.reindex(columns=[*RUN_COLUMNS, "warmup_iterations", "device",
+                                   "torch_threads"]).copy()
+    shown["device"] = shown.apply(_device, axis=1)
+    # Imported rows have no warm-up count; pandas prints a missing integer as <NA>.
+    shown["warmup_iterations"] = ["-" if pd.isna(v) else int(v)
+                                  for v in shown["warmup_iterations"]]
+    shown = shown.rename(columns={"iterations": "timed_it", "warmup_iterations": "warmup_it"})
+    print(shown[RUN_DISPLAY].to_string(index=False, na_rep="-"))
+    print(RUN_LEGEND)
     return 0
 
 
-def _number(option: str, text: str | None, *, whole: bool = False,
-            positive: bool = True) -> Any:
-    """An option's value as a finite (positive, whole) number; None when not given."""
-    if text is None:
-        return None
-    kind = "a whole number" if whole else "a number"
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{option} expects {kind}, got {text!r}") from None
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise ValueError(f"{option} expects a finite{' positive' if positive else ''} "
-                         f"{kind[2:]}, got {text!r}")
-    if whole:
-        if value != int(value):
-            raise ValueError(f"{option} expects a whole number, got {text!r}")
-        return int(value)
-    return value
-
-
-def _fingerprint(path: Path, mapping: Mapping[str, str], network: str | None,
+def _fingerprint(path: Path, mapping: Mapping[str, str | None], network: str | None,
                  gpu: str | None) -> str:
     """SHA-256 of a file's bytes and of the import options that change the stored rows."""
     digest = hashlib.sha256()
@@ -157,13 +167,15 @@ def _fingerprint(path: Path, mapping: Mapping[str, str], network: str | None,
 
 def _import(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
+    from gpuperf_magics.store.importer import COMMAND_LINE, spelled
 
-    mapping = {}
+    mapping: dict[str, str | None] = {}
     for item in args.map:
         source, sep, target = item.partition("=")
-        if not sep or not source or not target:
-            raise ValueError(f"--map expects COLUMN=CANONICAL, e.g. step_time=time_s; got {item!r}")
-        mapping[source] = target
+        if not sep or not source:
+            raise ValueError(f"--map expects COLUMN=CANONICAL, e.g. step_time=time_s (or "
+                             f"COLUMN= to drop a column); got {item!r}")
+        mapping[source] = target or None
     store = Store(args.store)
     path = Path(args.file).expanduser()
     tags, note = None, ""
@@ -188,8 +200,9 @@ def _import(args: argparse.Namespace) -> int:
                     f"{older['run_id'].max()}) carry no content fingerprint, so they may be "
                     "these rows again")
     known = set(store.runs(columns=["run_id"])["run_id"])
-    ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
-                             gpu=args.gpu, tags=tags)
+    with spelled(COMMAND_LINE):  # errors say --map, not mapping={...}
+        ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
+                                 gpu=args.gpu, tags=tags)
     if note:
         print(note, file=sys.stderr)
     new = [i for i in ids if i not in known]  # a row whose run_uid is stored keeps its id
@@ -203,20 +216,12 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _remaining(args: argparse.Namespace) -> int:
-    from gpuperf_magics import predict
-    from gpuperf_magics.remaining import check_remaining_options, remaining_time
+def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOptions) -> int:
+    from gpuperf_magics.remaining import remaining_time
+    from gpuperf_magics.store import Store
 
-    check_remaining_options(name=args.name, batch_size=args.batch_size,
-                            iterations=args.iterations, epochs=args.epochs,
-                            samples=args.samples, set=args.set)
-    run_id = _number("--remaining", args.remaining, whole=True)
-    named = predict.parse_gpus(args.gpu)
-    gpus: list[str | None] = list(named) if named else [None]
-    if len(gpus) > 1:
-        raise predict.PredictionError("--remaining moves the job to one GPU: give one --gpu")
-    result = remaining_time(args.store, run_id, gpu=gpus[0],
-                            gpu_count=_number("--gpu-count", args.gpu_count, whole=True),
+    result = remaining_time(Store(args.store, must_exist=True), opts.run_id,
+                            gpu=opts.gpus[0] if opts.gpus else None, gpu_count=opts.gpu_count,
                             prices=args.prices)
     if args.csv:
         result.frame.to_csv(sys.stdout, index=False)
@@ -227,24 +232,20 @@ def _remaining(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     from gpuperf_magics import predict
+    from gpuperf_magics.store import Store
 
-    if args.remaining is not None:
-        return _remaining(args)
+    opts = prediction_options.read(args)
+    if opts.remaining:
+        return _remaining(args, opts)
     if args.prices is not None:
         raise predict.PredictionError(
             "--prices only applies with --remaining RUN_ID (e.g. gpuperf predict --remaining "
             "12 --prices my_prices.csv); offers with prices for a new job are in "
             "gpuperf_magics.offers.offers() or the notebook panel (%predict_time -w)")
-    iterations = _number("--iterations", args.iterations, whole=True)
-    epochs = _number("--epochs", args.epochs)
-    samples = _number("--samples", args.samples, whole=True)
-    gpu_count = _number("--gpu-count", args.gpu_count, whole=True)
     result = predict.predict_time(
-        args.store, args.name,
-        batch_sizes=predict.parse_batch_sizes(args.batch_size),
-        iterations=iterations, epochs=epochs, samples=samples,
-        gpus=predict.parse_gpus(args.gpu), gpu_count=gpu_count,
-        settings=predict.parse_settings(args.set),
+        Store(args.store, must_exist=True), opts.name, batch_sizes=opts.batch_sizes,
+        iterations=opts.iterations, epochs=opts.epochs, samples=opts.samples, gpus=opts.gpus,
+        gpu_count=opts.gpu_count, settings=opts.settings,
     )
     if args.csv:
         result.frame.to_csv(sys.stdout, index=False)
@@ -258,10 +259,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
     from gpuperf_magics.store import Store
 
-    threshold = _number("--threshold", args.threshold, positive=False)
-    fitted, runs = fit_store(args.store, args.network)
-    x, y = per_iteration_table(runs, fitted.features, robust_times(Store(args.store), runs))
+    threshold = number("--threshold", args.threshold, positive=False)
+    store = Store(args.store, must_exist=True)
+    fitted, runs = fit_store(store, args.network)
+    x, y = per_iteration_table(runs, fitted.features, robust_times(store, runs))
     table = evaluate(fitted.model, x, y, args.scenario, column=args.column, threshold=threshold)
+    # The error in percent, as every other error the package prints.
+    table["mape"] = table["mape"].map(lambda v: f"{100 * v:.1f}%")
+    print(f"network {runs['network'].iloc[0]}: {len(runs)} run(s) in {store.path}; mape: "
+          "error of the model refitted without the held-out runs, in % of the measured time")
     print(table.to_string(index=False))
     return 0
 
@@ -306,9 +312,10 @@ class _Bar:
 def _sync(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
 
+    source = Store(args.src, must_exist=True)  # a mistyped SRC is not an empty store
     bar = _Bar(args.quiet)
     try:
-        result = Store(args.src).sync_to(Store(args.dst), progress=bar)
+        result = source.sync_to(Store(args.dst), progress=bar)
     finally:
         bar.close()
     print(result)

@@ -18,14 +18,17 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Unicode
 
+from gpuperf_magics import prediction_options
 from gpuperf_magics.store.errors import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
     from gpuperf_magics.predict import Prediction
+    from gpuperf_magics.prediction_options import PredictionOptions
     from gpuperf_magics.remaining import Remaining
     from gpuperf_magics.run import Run
+    from gpuperf_magics.store import Store
     from gpuperf_magics.widgets import WhatIfPanel
 
 __all__ = ["GpuPerf", "load", "unload"]
@@ -42,6 +45,7 @@ class _ProfileOptions:
     sync: bool = False
     phases: bool = False
     quiet: bool = False
+    verbose: bool = False
     output: bool = False
     variable: str | None = None
 
@@ -104,14 +108,6 @@ def _positive(kind: type) -> Any:
     return parse
 
 
-def _joined(groups: list[list[str]] | None) -> str | None:
-    """Words of a repeatable, multi-word option as one comma-separated list: ``--gpu A100
-    80GB --gpu T4`` and ``--batch-size 32, 64`` read as the user meant them."""
-    if not groups:
-        return None
-    return ",".join(" ".join(words) for words in groups)
-
-
 @magics_class
 class GpuPerf(Magics):
     """Magics of gpuperf_magics; settings with ``%config GpuPerf.<name> = value``."""
@@ -157,6 +153,7 @@ class GpuPerf(Magics):
             sync=args.sync,
             phases=args.phases,
             quiet=args.quiet,
+            verbose=args.verbose,
             output=args.output,
             variable=var,
         )
@@ -181,6 +178,8 @@ class GpuPerf(Magics):
     @argument("--phases", action="store_true", help="Split each iteration into data, "
               "forward, loss, backward and optimizer time (about 35 µs per iteration).")
     @argument("-q", "--quiet", action="store_true", help="Print nothing.")
+    @argument("--verbose", action="store_true", help="Print every figure of the run below "
+              "its line: throughput, p90 and mean time, device, architecture, settings.")
     @argument("-o", "--output", action="store_true", help="Return the Run object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Run object in variable VAR.")
     @cell_magic
@@ -191,13 +190,14 @@ class GpuPerf(Magics):
 
             %%profile_training [-n NAME] [--store PATH_OR_URL] [--warmup K] [--tag KEY=VALUE]
                                [--epochs E | --total-iterations N] [--sync] [--phases]
-                               [-q] [-o] [-v VAR]
+                               [-q | --verbose] [-o] [-v VAR]
             <training loop>
 
         Iterations are found by themselves (optimizer steps; else backward passes; else
         forward calls of the model), timed (with CUDA events on a GPU), and recorded with the
         batch size, the network's features and the hardware into the store. One line
-        summarises the run; a failed or interrupted cell keeps its partial run with its status.
+        summarises the run (``--verbose``: every figure); a failed or interrupted cell keeps
+        its partial run with its status.
         """
         opts = self._profile_options(line)
         from gpuperf_magics.capture import profile_training
@@ -235,7 +235,7 @@ class GpuPerf(Magics):
             if error is not None and outer is not None:
                 outer.error_in_exec = error
         if not opts.quiet:
-            print(run.summary_line())
+            print(run.details() if opts.verbose else run.summary_line())
         if opts.variable:
             shell.user_ns[opts.variable] = run
         if late is not None:
@@ -248,32 +248,13 @@ class GpuPerf(Magics):
 
     # ------------------------------------------------------------------ %predict_time
     @magic_arguments()
-    @argument("name", nargs="?", help="Network to predict (default: the latest run's).")
-    @argument("--batch-size", metavar="B[,B...]", nargs="+", action="append",
-              help="Batch sizes, e.g. 32,64,128. Default: the measured ones and one power of "
-              "two beyond each end.")
-    @argument("--iterations", type=_positive(int), metavar="N", help="Iterations of the job.")
-    @argument("--epochs", type=_positive(float), metavar="E",
-              help="Epochs of the job (iterations = E × samples ÷ batch size).")
-    @argument("--samples", type=_positive(int), metavar="N", help="Samples per epoch "
-              "(default: what the profiled DataLoader visited).")
-    @argument("--gpu", metavar="NAME[,NAME...]", nargs="+", action="append",
-              help="GPUs to predict for besides the measured device, e.g. \"A100 80GB,H100\" "
-              "(names of gpuperf_magics.gpus(); repeatable). Put NAME before it.")
-    @argument("--gpu-count", type=_positive(int), metavar="N",
-              help="GPUs per job (data parallel).")
-    @argument("--set", action="append", metavar="FEATURE=VALUE",
-              help="Value of another feature, e.g. depth=50 (repeatable).")
+    @prediction_options.magic_options
     @argument("--store", metavar="PATH_OR_URL", help="Store to learn from (default as "
-              "%%profile_training).")
+              "%%profile_training); it must exist.")
     @argument("-w", "--widget", action="store_true", help="Show the what-if panel: "
               "controls for batch size, epochs, GPU and features, answered as you change "
               "them, a plot against batch size and the offers table (job time and cost per "
               "cloud instance, %%config GpuPerf.prices adds yours).")
-    @argument("--remaining", nargs="?", const="latest", metavar="RUN_ID",
-              help="Remaining time and cost of an interrupted or failed run with a known "
-              "job length (default: the latest such run); with --gpu NAME, also moved to "
-              "that GPU.")
     @argument("-q", "--quiet", action="store_true", help="Display nothing.")
     @argument("-o", "--output", action="store_true", help="Return the Prediction object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Prediction in variable VAR.")
@@ -293,40 +274,35 @@ class GpuPerf(Magics):
         the time per iteration, an interval, the kind of prediction (interpolation,
         extrapolation, transfer to a GPU never measured) and the model's measured error.
         ``--remaining`` answers how long a stopped run still needs, where it ran and on
-        another GPU, with the cost of both.
+        another GPU, with the cost of both. The options are those of ``gpuperf predict``.
         """
         from gpuperf_magics import predict
+        from gpuperf_magics.store import Store
 
         args = _parse(self.predict_time, line)
         var = args.variable
         if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
             raise UsageError(f"-v expects a Python variable name, got {var!r}")
+        if args.remaining is not None and args.widget:
+            raise UsageError("--remaining and -w do not go together")
         try:
-            if args.remaining is not None:
-                return self._remaining(args, var)
-            if args.widget:
-                panel = self._panel(args)
-                if not args.quiet:
-                    from IPython.display import display
-
-                    display(panel)
-                if var:
-                    self.shell.user_ns[var] = panel  # type: ignore[union-attr]
-                return panel if args.output else None
-            result = predict.predict_time(
-                args.store or self.store,
-                args.name,
-                batch_sizes=predict.parse_batch_sizes(_joined(args.batch_size)),
-                iterations=args.iterations,
-                epochs=args.epochs,
-                samples=args.samples,
-                gpus=predict.parse_gpus(_joined(args.gpu)),
-                gpu_count=args.gpu_count,
-                settings=predict.parse_settings(args.set),
-            )
-        except predict.PredictionError as exc:
+            opts = prediction_options.read(args)
+            # Only read here: a mistyped path is named as such, not taken for an empty store.
+            store = Store(args.store or self.store, must_exist=True)
+        except (ValueError, StoreError) as exc:  # PredictionError is a ValueError
             raise UsageError(str(exc)) from None
-        except StoreError as exc:
+        try:
+            if opts.remaining:
+                result: Prediction | WhatIfPanel | Remaining = self._remaining(opts, store)
+            elif args.widget:
+                result = self._panel(opts, store)
+            else:
+                result = predict.predict_time(
+                    store, opts.name, batch_sizes=opts.batch_sizes,
+                    iterations=opts.iterations, epochs=opts.epochs, samples=opts.samples,
+                    gpus=opts.gpus, gpu_count=opts.gpu_count, settings=opts.settings,
+                )
+        except (predict.PredictionError, StoreError) as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # a price file that cannot be read (PriceError)
             from gpuperf_magics.hardware.prices import PriceError
@@ -342,56 +318,29 @@ class GpuPerf(Magics):
             self.shell.user_ns[var] = result  # type: ignore[union-attr]
         return result if args.output else None
 
-
-    def _remaining(self, args: Any, var: str | None) -> Remaining | None:
+    def _remaining(self, opts: PredictionOptions, store: Store) -> Remaining:
         """``--remaining [RUN_ID]``: the rest of a partly recorded run."""
-        from gpuperf_magics import predict
-        from gpuperf_magics.remaining import check_remaining_options, remaining_time
+        from gpuperf_magics.remaining import remaining_time
 
-        if args.widget:
-            raise UsageError("--remaining and -w do not go together")
-        check_remaining_options(name=args.name, batch_size=args.batch_size,
-                                iterations=args.iterations, epochs=args.epochs,
-                                samples=args.samples, set=args.set)
-        run_id = None
-        if args.remaining != "latest":
-            try:
-                run_id = int(args.remaining)
-            except ValueError:
-                raise UsageError(f"--remaining expects a run id (an integer), got "
-                                 f"{args.remaining!r}") from None
-        named = predict.parse_gpus(_joined(args.gpu))
-        gpus: list[str | None] = list(named) if named else [None]
-        if len(gpus) > 1:
-            raise UsageError("--remaining moves the job to one GPU: give one --gpu")
-        result = remaining_time(args.store or self.store, run_id, gpu=gpus[0],
-                                gpu_count=args.gpu_count, prices=self.prices)
-        if not args.quiet:
-            from IPython.display import display
+        return remaining_time(store, opts.run_id, gpu=opts.gpus[0] if opts.gpus else None,
+                              gpu_count=opts.gpu_count, prices=self.prices)
 
-            display(result)
-        if var:
-            self.shell.user_ns[var] = result  # type: ignore[union-attr]
-        return result if args.output else None
-
-    def _panel(self, args: Any) -> WhatIfPanel:
+    def _panel(self, opts: PredictionOptions, store: Store) -> WhatIfPanel:
         """The what-if panel opened at the line's values (``-w``)."""
         from gpuperf_magics import predict
         from gpuperf_magics.widgets import what_if
 
-        batches = predict.parse_batch_sizes(_joined(args.batch_size))
+        batches = opts.batch_sizes
         if batches is not None and len(batches) > 1:
             raise UsageError("-w opens the panel at one batch size (it answers for one "
                              f"configuration at a time); got {len(batches)}: pick one")
-        if args.set:
+        if opts.settings:
             raise UsageError("-w does not take --set: the panel has a control per feature")
         try:
             return what_if(
-                args.store or self.store, args.name,
-                batch_size=batches[0] if batches else None,
-                gpus=predict.parse_gpus(_joined(args.gpu)), gpu_count=args.gpu_count,
-                epochs=args.epochs, iterations=args.iterations, samples=args.samples,
-                prices=self.prices,
+                store, opts.name, batch_size=batches[0] if batches else None,
+                gpus=opts.gpus, gpu_count=opts.gpu_count, epochs=opts.epochs,
+                iterations=opts.iterations, samples=opts.samples, prices=self.prices,
             )
         except ValueError as exc:  # a starting value or a price file the panel cannot take
             if isinstance(exc, predict.PredictionError):

@@ -10,10 +10,11 @@ from __future__ import annotations
 import html
 import math
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["IterationRecord", "Run"]
+__all__ = ["IterationRecord", "Run", "device_label"]
 
 #: Phases of one iteration, in the order they happen, when ``--phases`` is on.
 PHASES = ("data", "forward", "loss", "backward", "sync", "other", "optimizer")
@@ -72,10 +73,46 @@ def format_seconds(seconds: float) -> str:
     return f"{seconds * 1e6:.0f} µs"
 
 
-def _same_unit(reference: float, seconds: float) -> str:
-    """``seconds`` formatted, without its unit when it shares ``reference``'s."""
-    text, ref = format_seconds(seconds), format_seconds(reference)
-    return text.split()[0] if text.split()[1] == ref.split()[1] else text
+#: Longest line a profiled cell prints: one line of a notebook's output, not two or three.
+LINE_WIDTH = 110
+
+
+def _given(value: Any) -> bool:
+    """Not None, NaN, pandas.NA or empty text."""
+    if value is None or (isinstance(value, str) and not value):
+        return False
+    try:
+        return bool(value == value)  # NaN != NaN
+    except TypeError:  # pandas.NA refuses to be true or false
+        return False
+
+
+def device_label(gpu: Any, gpu_count: Any = 1, threads: Any = None,
+                 cpu_model: Any = None) -> str:
+    """The device a run trained on, as the cell's line and ``gpuperf runs`` show it.
+
+    ``"2× NVIDIA A100-SXM4-80GB"`` for GPUs; ``"CPU (2 threads)"`` for the CPU, or
+    ``"CPU AMD EPYC (2 threads)"`` with ``cpu_model``. Missing values (None or NaN, as a
+    table of runs holds them) are left out.
+    """
+    if _given(gpu):
+        count = int(gpu_count) if _given(gpu_count) else 1
+        return f"{count}× {gpu}" if count > 1 else str(gpu)
+    cpu = "CPU"
+    if _given(cpu_model):
+        cpu = str(cpu_model) if str(cpu_model).upper().startswith("CPU") else f"CPU {cpu_model}"
+    if not _given(threads) or not threads:
+        return cpu
+    threads = int(threads)
+    return f"{cpu} ({threads} thread{'s' if threads != 1 else ''})"
+
+
+def _wrapped(text: str, indent: str = "  ") -> str:
+    """A note as lines of at most :data:`LINE_WIDTH`, broken between words (a front end that
+    wraps a long line breaks it anywhere, mid-word); a path longer than a line stays whole."""
+    return textwrap.fill(text, LINE_WIDTH, initial_indent=indent,
+                         subsequent_indent=indent + "  ", break_long_words=False,
+                         break_on_hyphens=False)
 
 
 @dataclass
@@ -249,32 +286,26 @@ class Run:
             raise
 
     # ----------------------------------------------------------------- display
-    def _device_label(self) -> str:
+    def _device_label(self, *, short: bool = False) -> str:
         if self.gpu:
-            count = f"{self.gpu_count}× " if self.gpu_count > 1 else ""
-            return f"{count}{self.gpu}"
-        cpu = self.hardware.get("cpu_model") or "CPU"
-        threads = self.quality.get("torch_threads")
-        label = cpu if str(cpu).upper().startswith("CPU") else f"CPU {cpu}"
-        if not threads:
-            return label
-        return f"{label} ({threads} thread{'s' if threads != 1 else ''})"
+            name = self.gpu
+            if short and name.startswith("NVIDIA "):
+                name = name[len("NVIDIA "):]  # the line has no room for the vendor
+            return device_label(name, self.gpu_count)
+        return device_label(None, threads=self.quality.get("torch_threads"),
+                            cpu_model=None if short else self.hardware.get("cpu_model") or None)
 
-    def summary_line(self) -> str:
-        """The one compact line printed after a profiled cell."""
-        if not self.iterations:
-            status = f" [{self.status}]" if self.status != "ok" else ""
-            return f"profile_training{status}: " + ("; ".join(self.notes) or "nothing recorded")
+    def _line(self) -> str:
+        """The summary without its notes: at most :data:`LINE_WIDTH` characters unless the
+        network's name alone is too long. Throughput, p90 and the CPU model are in
+        :meth:`details`."""
         parts = [f"profile_training: {self.network}"]
         if self.status != "ok":
             parts[0] += f" [{self.status}]"
-        parts.append(f"{len(self.iterations)} it")
+        warmup = self.warmup_iterations
+        parts.append(f"{len(self.iterations)} it" + (f" ({warmup} warm-up)" if warmup else ""))
         if self.median_s is not None:
-            p90 = self.p90_s
-            parts.append(
-                f"{format_seconds(self.median_s)}/it median"
-                + (f" (p90 {_same_unit(self.median_s, p90)})" if p90 is not None else "")
-            )
+            parts.append(f"{format_seconds(self.median_s)}/it")
         if self.batch_size:
             parts.append(f"batch {self.batch_size}")
             mb = self.hyper.get("micro_batches")
@@ -286,24 +317,36 @@ class Run:
             glob = self.quality.get("global_batch_size")
             parts.append(f"rank {rank} of {world}" if rank is not None else
                          f"{world} ranks" + (f" (global batch {glob})" if glob else ""))
-        sps = self.samples_per_s
-        if sps:
-            parts.append(f"{sps:,.0f} samples/s")
-        if self.warmup_iterations:
-            parts.append(f"{self.warmup_iterations} warm-up it")
-        parts.append(self._device_label())
-        if self.run_id is not None:
-            parts.append(f"run {self.run_id}")
-        line = " · ".join(parts)
-        if self.notes:
-            line += "\n  " + "\n  ".join(self.notes)
+        saved = [f"run {self.run_id}"] if self.run_id is not None else []
+        line = " · ".join([*parts, self._device_label(short=True), *saved])
+        if len(line) > LINE_WIDTH:  # the device is the one part the reader already knows
+            line = " · ".join([*parts, *saved])
         return line
+
+    def summary_line(self) -> str:
+        """The compact line printed after a profiled cell (notes below it, one each)."""
+        if not self.iterations:
+            status = f" [{self.status}]" if self.status != "ok" else ""
+            text = f"profile_training{status}: " + ("; ".join(self.notes) or "nothing recorded")
+            return _wrapped(text, indent="")
+        return "\n".join([self._line(), *(_wrapped(note) for note in self.notes)])
+
+    def details(self) -> str:
+        """The summary line, then every figure of :meth:`table` and the notes: what
+        ``%%profile_training --verbose`` prints and a Run shows as text."""
+        if not self.iterations:
+            return self.summary_line()
+        rows = [(k, v) for k, v in self.table() if k != "note"]
+        width = max(len(k) for k, _ in rows)
+        lines = [self._line(), *(f"  {k:<{width}}  {v}" for k, v in rows)]
+        lines += [_wrapped(note) for note in self.notes]
+        return "\n".join(lines)
 
     def __str__(self) -> str:
         return self.summary_line()
 
     def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text("Run(...)" if cycle else self.summary_line())
+        p.text("Run(...)" if cycle else self.details())
 
     def table(self) -> list[tuple[str, str]]:
         """(label, value) rows describing the run, for the HTML and text reports."""

@@ -148,7 +148,7 @@ def test_a_cell_that_starts_workers_says_so_with_the_fix(ip, capsys, _isolated_s
         "import torch.multiprocessing as mp\n"
         "mp.start_processes(spawned_worker, args=(2,), nprocs=2, start_method='fork')\n",
     )
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the note is wrapped between words
     assert "2 worker processes" in out and "spawned_worker" in out
     assert "`with gpuperf_magics.profile_training():` around the loop in spawned_worker()" in out
     assert gm.Store(_isolated_store).runs().empty

@@ -88,6 +88,7 @@ def test_broken_csv_imports_nothing_and_says_where(tmp_path):
 
 def test_errors_are_one_line(tmp_path):
     store = tmp_path / "empty.sqlite"
+    gm.Store(store).migrate()  # a store without runs (a missing file is another error)
     proc = gpuperf("predict", store=store, check=False)
     assert proc.returncode == 2
     assert proc.stderr.startswith("gpuperf predict: error:") and "profile" in proc.stderr
@@ -220,3 +221,98 @@ def test_numeric_options_accept_whole_numbers_in_any_spelling(tmp_path):
                   "--csv", store=store).stdout
     frame = pd.read_csv(io.StringIO(out))
     assert frame["iterations"].tolist() == [1000]
+
+
+# --------------------------------------------------------------------------- rough edges
+@pytest.mark.parametrize("command", [
+    ["runs"], ["predict"], ["predict", "--remaining"], ["evaluate"],
+    ["sync", "{typo}", "{other}"],
+])
+def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
+    typo, other = tmp_path / "typo.sqlite", tmp_path / "other.sqlite"
+    args = [a.format(typo=typo, other=other) for a in command]
+    if command[0] != "sync":
+        args += ["--store", str(typo)]
+    proc = gpuperf(*args, store=tmp_path / "unused.sqlite", check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith(f"gpuperf {command[0]}: error: no store at {typo}: the file "
+                                  "does not exist")
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []  # reading created nothing, not even the sync target
+
+
+def test_runs_shows_the_device_and_the_iterations_the_cell_counted(tmp_path, profile_mlp):
+    store = tmp_path / "runs.sqlite"
+    profile_mlp(store, [16], steps=20)
+    gpuperf("import", str(_table(tmp_path / "t4.csv", (0.5, 0.9))), "--gpu", "Tesla T4",
+            store=store)
+    out = gpuperf("runs", store=store).stdout
+    assert "NaN" not in out and "gpu_count" not in out
+    header, cpu_row, *gpu_rows = out.splitlines()[:4]
+    assert header.split()[:5] == ["run_id", "network", "batch_size", "timed_it", "warmup_it"]
+    assert "device" in header
+    run = gm.Store(store).get_run(1)
+    timed, warmup = len(run.steady), run.warmup_iterations
+    assert warmup > 0 and timed + warmup == len(run.iterations)
+    # The numbers the cell's line printed, "N it (W warm-up)", are the row's two columns.
+    assert f"{len(run.iterations)} it ({warmup} warm-up)" in run.summary_line()
+    assert cpu_row.split()[:5] == ["1", "mlp", "16", str(timed), str(warmup)]
+    assert "CPU (1 thread)" in cpu_row
+    assert all("Tesla T4" in row and " - " in row for row in gpu_rows)
+    assert "timed_it: the iterations time_s covers" in out and "warmup_it:" in out
+
+
+def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    gpuperf("import", str(_table(tmp_path / "t.csv", (0.5, 0.9))), store=store)
+    out = gpuperf("runs", "--network", "nett", store=store).stdout
+    assert out.strip() == f"no runs of network 'nett' in {store}; its networks: net"
+
+
+def test_evaluate_says_which_network_and_prints_percent(tmp_path):
+    from gpuperf_magics.model import evaluate
+    from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
+
+    store = tmp_path / "runs.sqlite"
+    for name, scale in (("net-a", 1.0), ("net-b", 3.0)):
+        rows = "".join(f"{name},{b},{scale * (0.01 + 0.001 * b + 0.0002 * (b % 7))}\n"
+                       for b in (8, 16, 32, 64, 128))
+        path = tmp_path / f"{name}.csv"
+        path.write_text("network,batch_size,time_s\n" + rows)
+        gpuperf("import", str(path), store=store)
+    out = gpuperf("evaluate", "--network", "net-a", "--scenario", "leave_one_out",
+                  "--column", "batch_size", store=store).stdout
+    first, header, *rows = out.strip().splitlines()
+    assert first.startswith(f"network net-a: 5 run(s) in {store}; mape:")
+    assert "in % of the measured time" in first and header.split()[-1] == "mape"
+    fitted, runs = fit_store(store, "net-a")
+    x, y = per_iteration_table(runs, fitted.features, robust_times(gm.Store(store), runs))
+    expected = evaluate(fitted.model, x, y, "leave_one_out", column="batch_size")["mape"]
+    assert [row.split()[-1] for row in rows] == [f"{100 * v:.1f}%" for v in expected]
+    latest = gpuperf("evaluate", store=store).stdout  # no --network: the latest run's
+    assert latest.startswith("network net-b: 5 run(s)")
+
+
+def test_import_errors_speak_the_options_the_user_typed(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    table = tmp_path / "steps.csv"
+    table.write_text("batch_size,step,time_s\n32,0.4,0.5\n64,0.8,0.9\n")
+    missing = tmp_path / "missing.csv"
+    missing.write_text("batch_size,step\n32,0.4\n")
+    err = gpuperf("import", str(missing), store=store, check=False).stderr
+    assert "--map COLUMN=time_s" in err and "--network NAME" in err
+    assert "Fix the table or the mapping (--map COLUMN=<canonical name>)" in err
+    assert "mapping=" not in err and "network=..." not in err
+    err = gpuperf("import", str(table), "--network", "n", "--map", "stp=time_s", store=store,
+                  check=False).stderr
+    assert "--map names 'stp', not a column of the table" in err
+    err = gpuperf("import", str(table), "--network", "n", "--map", "step=time_s", store=store,
+                  check=False).stderr
+    assert "would all become 'time_s'; drop all but one (--map COLUMN= with nothing" in err
+    # ... which it can: --map COLUMN= drops a column.
+    gpuperf("import", str(table), "--network", "n", "--map", "step=time_s", "--map", "time_s=",
+            store=store)
+    assert gm.Store(store).runs()["time_s"].tolist() == [0.4, 0.8]
+    # The Python API still speaks its own arguments.
+    with pytest.raises(ValueError, match=r"mapping=\{'<column>': 'time_s'\}"):
+        gm.Store(store).import_table(missing, network="n")

@@ -287,3 +287,35 @@ def test_model_left_in_eval_mode_is_still_measured_and_noted(shell):
     run = shell.run_cell_magic("profile_training", "-q -o", cell)
     assert run.batch_size == 16 and len(run.iterations) == 12
     assert any("eval() mode" in n and "model.train()" in n for n in run.notes)
+
+
+def test_the_line_fits_a_notebook_and_verbose_gives_the_rest(shell, capsys):
+    shell.run_cell_magic("profile_training", "-n mlp", LOOP)
+    line, *notes = capsys.readouterr().out.splitlines()
+    assert len(line) <= 110 and all(len(n) <= 110 for n in notes)
+    assert "samples/s" not in line and "p90" not in line
+    assert "12 it (" in line and " warm-up) · " in line
+    run = shell.run_cell_magic("profile_training", "-n mlp --verbose -o", LOOP)
+    out = capsys.readouterr().out
+    assert out == run.details() + "\n"
+    assert out.startswith(run.summary_line().splitlines()[0] + "\n")
+    assert "throughput" in out and "p90" in out and "CPU" in out
+
+@pytest.mark.parametrize("options", ["", "-w", "--remaining", "--remaining 3 --gpu T4"])
+def test_predict_time_names_a_store_that_does_not_exist(shell, tmp_path, options):
+    typo = tmp_path / "typo.sqlite"
+    with pytest.raises(UsageError, match=rf"^no store at {typo}: the file does not exist"):
+        shell.run_line_magic("predict_time", f"--store {typo} {options}")
+    assert not typo.exists()
+    # Profiling writes, so it may start a store there.
+    shell.run_cell_magic("profile_training", f"-q --store {typo}", LOOP)
+    assert len(gm.Store(typo).runs()) == 1
+
+
+def test_predict_time_without_any_store_yet_says_so(shell, tmp_path, monkeypatch):
+    monkeypatch.delenv("GPUPERF_STORE")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    with pytest.raises(UsageError, match=r"\(the default store\).*profile a cell"):
+        shell.run_line_magic("predict_time", "")
+    assert not (tmp_path / "xdg").exists()
+

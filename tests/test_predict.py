@@ -174,9 +174,9 @@ def test_magic_displays_table_and_flags(ip, filled, capsys):
         ("nosuchnet", "known networks"),
         ("--gpu 'Voodoo 5'", "Voodoo"),
         ("-v 2x", "variable name"),
-        ("--epochs nan", "finite number > 0"),
-        ("--epochs inf", "finite number > 0"),
-        ("--iterations -5", "finite number > 0"),
+        ("--epochs nan", "--epochs expects a finite positive number"),
+        ("--epochs inf", "--epochs expects a finite positive number"),
+        ("--iterations -5", "--iterations expects a finite positive whole number"),
         ("--set depth=nan", "finite number"),
     ],
 )

@@ -33,9 +33,11 @@ def test_all_warmup_falls_back_to_every_iteration():
 def test_summary_line_and_html():
     run = make_run([1.0] + [0.0382] * 9, run_id=17)
     line = run.summary_line()
-    assert line.startswith("profile_training: net · 10 it · 38.2 ms/it median")
-    assert "batch 32" in line and "1 warm-up it" in line
-    assert "CPU AMD EPYC (1 thread)" in line and line.endswith("run 17")
+    assert line == ("profile_training: net · 10 it (1 warm-up) · 38.2 ms/it · batch 32 · "
+                    "CPU (1 thread) · run 17")
+    details = run.details()
+    assert details.startswith(line + "\n")
+    assert "CPU AMD EPYC (1 thread)" in details and "samples/s" in details
     html = run._repr_html_()
     assert html.startswith("<table") and "38.2 ms" in html
 
@@ -58,15 +60,12 @@ def test_format_seconds(seconds, text):
     assert format_seconds(seconds) == text
 
 
-def test_summary_keeps_the_p90_unit_when_it_differs_and_repr_is_short():
-    same = Run(network="n", batch_size=4,
-               iterations=[IterationRecord(i, 0.0005) for i in range(9)]
-               + [IterationRecord(9, 0.0007)])
-    assert "500 µs/it median (p90 520)" in same.summary_line()
+def test_details_give_the_p90_and_repr_is_short():
     mixed = Run(network="n", batch_size=4,
                 iterations=[IterationRecord(i, 0.0009) for i in range(8)]
                 + [IterationRecord(8, 0.002), IterationRecord(9, 0.002)])
-    assert "900 µs/it median (p90 2.0 ms)" in mixed.summary_line()
+    assert "900 µs/it" in mixed.summary_line() and "p90" not in mixed.summary_line()
+    assert "median 900 µs, p90 2.0 ms" in mixed.details()
     text = repr(mixed)
     assert text.startswith("Run(network='n', status='ok', iterations=10, batch_size=4")
     assert "IterationRecord" not in text and "not saved" in text
@@ -91,3 +90,36 @@ def test_a_data_parallel_run_says_how_many_ranks():
     assert "batch 8 · rank 1 of 2" in alone.summary_line()
     single = Run("mlp", iterations=its, batch_size=8, quality={"world_size": 1})
     assert "rank" not in single.summary_line()
+
+
+def test_the_line_fits_one_notebook_line_and_notes_wrap_between_words():
+    its = [IterationRecord(i, 0.147, 256, warmup=i < 4) for i in range(1200)]
+    run = Run("ResNet-25.6M", iterations=its, batch_size=256, device="cuda",
+              gpu="NVIDIA A100-SXM4-80GB", gpu_count=2, run_id=1234,
+              quality={"world_size": 1},
+              notes=["machine busy: other processes used 1.1 cores on average during the "
+                     "run; timings may be inflated; " * 2 + "/a/very/long/path/" * 8])
+    line, *notes = run.summary_line().splitlines()
+    assert line == ("profile_training: ResNet-25.6M · 1200 it (4 warm-up) · 147.0 ms/it · "
+                    "batch 256 · 2× A100-SXM4-80GB · run 1234")
+    assert len(line) <= 110
+    assert len(notes) > 1 and all(n.startswith("  ") for n in notes)
+    words = run.notes[0].split()
+    assert " ".join(" ".join(notes).split()) == " ".join(words)  # no word cut in two
+    assert all(len(n) <= 110 for n in notes if "/a/very" not in n)
+    # A long status and name: the device, which the reader knows, goes first.
+    run.status = "interrupted"
+    line = run.summary_line().splitlines()[0]
+    assert len(line) <= 110 and "A100" not in line and line.endswith("run 1234")
+    assert "2× NVIDIA A100-SXM4-80GB" in run.details()
+
+
+def test_device_label_reads_a_table_row():
+    from gpuperf_magics.run import device_label
+
+    assert device_label("Tesla T4", 1) == "Tesla T4"
+    assert device_label("Tesla T4", 4) == "4× Tesla T4"
+    assert device_label(float("nan"), 0, threads=2) == "CPU (2 threads)"
+    pd = pytest.importorskip("pandas")
+    assert device_label(None, pd.NA, threads=pd.NA) == "CPU"
+    assert device_label(None, threads=1, cpu_model="AMD EPYC") == "CPU AMD EPYC (1 thread)"

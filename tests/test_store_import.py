@@ -213,6 +213,19 @@ def test_export_of_empty_store_has_the_canonical_header(store: Store, tmp_path: 
     assert list(pd.read_csv(path).columns) == list(store.runs().columns)
 
 
+def test_the_test_extra_carries_pyarrow_for_the_parquet_tests() -> None:
+    """``pip install ".[test]"`` is enough to run the suite: the Parquet round trips above
+    need pyarrow, which users get from the ``parquet`` extra."""
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.requirements import Requirement
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    test = {Requirement(r).name: Requirement(r).specifier for r in extras["test"]}
+    parquet = {Requirement(r).name: Requirement(r).specifier for r in extras["parquet"]}
+    assert test["pyarrow"] == parquet["pyarrow"]
+
+
 def test_parquet_without_pyarrow(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

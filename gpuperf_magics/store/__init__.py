@@ -23,6 +23,7 @@ from gpuperf_magics.store.errors import (
     ImportValidationError,
     RunNotFoundError,
     StoreError,
+    StoreNotFoundError,
     StoreVersionError,
 )
 from gpuperf_magics.store.paths import default_store_path, fallback_store_path, user_data_dir
@@ -37,6 +38,7 @@ __all__ = [
     "RunNotFoundError",
     "Store",
     "StoreError",
+    "StoreNotFoundError",
     "StoreVersionError",
     "SyncResult",
     "default_store_path",

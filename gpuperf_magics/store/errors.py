@@ -12,6 +12,7 @@ __all__ = [
     "ImportValidationError",
     "RunNotFoundError",
     "StoreError",
+    "StoreNotFoundError",
     "StoreVersionError",
 ]
 
@@ -55,6 +56,15 @@ class StoreError(RuntimeError):
         self.cause = cause
         self.kind = ""
         self.fallback: str | None = None
+
+
+class StoreNotFoundError(StoreError):
+    """A store file that a reading command was pointed at does not exist.
+
+    ``Store(path)`` reads a missing file as an empty store (it is created by the first
+    write); ``Store(path, must_exist=True)`` raises this instead, so that a mistyped path is
+    named as such rather than answered with "no runs".
+    """
 
 
 class StoreVersionError(StoreError):

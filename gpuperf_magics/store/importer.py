@@ -7,10 +7,12 @@ and a half-valid file never half-lands in the store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,16 @@ from gpuperf_magics.store.columns import KINDS, STATUSES, group_of
 from gpuperf_magics.store.encoding import format_timestamp, now_utc, parse_timestamp
 from gpuperf_magics.store.errors import ImportValidationError
 
-__all__ = ["RowLocator", "prepare_records", "source_name", "text_columns"]
+__all__ = [
+    "COMMAND_LINE",
+    "PYTHON",
+    "RowLocator",
+    "Spelling",
+    "prepare_records",
+    "source_name",
+    "spelled",
+    "text_columns",
+]
 
 #: Columns a table must have after the mapping (``network`` may come from the argument).
 REQUIRED = ("time_s", "batch_size")
@@ -38,6 +49,49 @@ POSITIVE = frozenset({
 })
 #: Hardware figures that let a row name a GPU the catalog lacks (what predictions need).
 _GPU_FIGURES = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How messages name the options of an import: a message tells its reader what to type,
+    so a user of ``gpuperf import --map`` is not told to pass ``mapping={...}``.
+
+    Attributes
+    ----------
+    mapping : str
+        The option as a whole (``"mapping"``, ``"--map"``).
+    map_to : str
+        How to map a column to the canonical name ``{name}``.
+    drop : str
+        How to drop a column.
+    network, gpu : str
+        How to give every row's network or GPU.
+    """
+
+    mapping: str
+    map_to: str
+    drop: str
+    network: str
+    gpu: str
+
+
+#: Messages for :meth:`Store.import_table` (the default).
+PYTHON = Spelling("mapping", "mapping={{'<column>': '{name}'}}", "map it to None",
+                  "network=...", "the gpu argument")
+#: Messages for ``gpuperf import``.
+COMMAND_LINE = Spelling("--map", "--map COLUMN={name}", "--map COLUMN= with nothing after =",
+                        "--network NAME", "--gpu")
+_SPELLING: ContextVar[Spelling] = ContextVar("import_spelling", default=PYTHON)
+
+
+@contextlib.contextmanager
+def spelled(spelling: Spelling) -> Iterator[None]:
+    """Word the import errors raised inside the block for ``spelling``'s interface."""
+    token = _SPELLING.set(spelling)
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
 
 
 @dataclass(frozen=True)
@@ -288,10 +342,11 @@ def _apply_mapping(
     if duplicated:
         errors.append(f"the table has several columns named {', '.join(map(repr, duplicated))}")
     unknown = [k for k in mapping if k not in columns]
+    spelling = _SPELLING.get()
     if unknown:
         errors.append(
-            f"mapping names {', '.join(map(repr, unknown))}, not a column of the table "
-            f"(columns: {', '.join(map(repr, columns))})"
+            f"{spelling.mapping} names {', '.join(map(repr, unknown))}, not a column of the "
+            f"table (columns: {', '.join(map(repr, columns))})"
         )
     bad_targets = [k for k, v in mapping.items() if v is not None and not isinstance(v, str)]
     if bad_targets:
@@ -305,7 +360,7 @@ def _apply_mapping(
         if len(names) > 1:
             errors.append(
                 f"columns {', '.join(map(repr, names))} would all become {target!r}; "
-                "map all but one to None to drop them"
+                f"drop all but one ({spelling.drop})"
             )
     if errors:
         raise ImportValidationError(
@@ -369,10 +424,12 @@ def prepare_records(
     missing = [name for name in REQUIRED if not table.has(name)]
     if not table.has("network") and not network:
         missing.append("network")
+    spelling = _SPELLING.get()
     for name in missing:
-        hint = " or pass network=..." if name == "network" else ""
-        problems.add(f"'{name}'", f"missing: map a column to it with mapping={{'<column>': "
-                     f"'{name}'}}{hint} (columns: {', '.join(map(repr, frame.columns))})")
+        hint = f" or pass {spelling.network}" if name == "network" else ""
+        problems.add(f"'{name}'", f"missing: map a column to it with "
+                     f"{spelling.map_to.format(name=name)}{hint} (columns: "
+                     f"{', '.join(map(repr, frame.columns))})")
 
     def column(name: str, default: Any = None) -> list[Any]:
         return table.typed(name, KINDS.get(name)) if table.has(name) else [default] * n
@@ -520,7 +577,8 @@ def _raise_problems(problems: _Problems, what: str, locator: RowLocator) -> None
     message = (
         f"cannot import {what}: {count} problem{'s' if count > 1 else ''}; nothing was "
         "written.\n  - " + "\n  - ".join(problems.lines)
-        + "\nFix the table or the mapping (mapping={'<column>': '<canonical name>'}) and "
+        + f"\nFix the table or the mapping "
+        f"({_SPELLING.get().map_to.format(name='<canonical name>')}) and "
         f"import again. {locator.note}"
     )
     raise ImportValidationError(message, list(problems.lines))
@@ -550,7 +608,8 @@ def _check_gpus(table: _Table, gpus: list[Any], hardware: Mapping[str, list[Any]
         except UnknownGPUError as exc:
             unresolved[name] = (exc, [pos])
     for name, (error, positions) in unresolved.items():
-        label = table.label("gpu") if table.has("gpu") else "'gpu' (the gpu argument)"
+        label = (table.label("gpu") if table.has("gpu")
+                 else f"'gpu' ({_SPELLING.get().gpu})")
         what = error.reason.split(";")[0] if error.reason else f"unknown GPU {name!r}"
         close = (f"; close matches: {', '.join(error.candidates)}" if error.candidates
                  else "; no close match among gpuperf_magics.gpus()")

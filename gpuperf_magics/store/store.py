@@ -22,9 +22,15 @@ from gpuperf_magics.store.encoding import (
     sql_value,
     to_json,
 )
-from gpuperf_magics.store.errors import ANOTHER_STORE, RunNotFoundError, StoreError
+from gpuperf_magics.store.errors import (
+    ANOTHER_STORE,
+    RunNotFoundError,
+    StoreError,
+    StoreNotFoundError,
+)
 from gpuperf_magics.store.location import Location, parse_location
 from gpuperf_magics.store.paths import (
+    ENV_VAR,
     default_store_path,
     fallback_store_path,
 )
@@ -112,6 +118,11 @@ class Store:
     timeout : float, default 30
         Seconds to wait for another writer's lock (and at most for a server to answer)
         before :class:`StoreError`. ``Store(other_store)`` keeps ``other_store``'s timeout.
+    must_exist : bool, default False
+        Raise :class:`StoreNotFoundError` now if the SQLite file does not exist, instead of
+        reading it as an empty store: for code that only reads (``gpuperf runs``,
+        ``%predict_time``), where a mistyped path would otherwise look like a store without
+        runs. A server store is checked by its first read, as always.
 
     Attributes
     ----------
@@ -137,7 +148,7 @@ class Store:
     """
 
     def __init__(self, path: str | os.PathLike[str] | Store | None = None, *,
-                 timeout: float | None = None):
+                 timeout: float | None = None, must_exist: bool = False):
         if isinstance(path, Store):
             location = path._location
             # Store(store) is how the API takes "a path or a Store": it keeps the timeout the
@@ -161,6 +172,23 @@ class Store:
         self._backend: SqliteBackend | PostgresBackend = (
             SqliteBackend(location.path) if location.path is not None
             else PostgresBackend(location))
+        if must_exist and not self._backend.exists():
+            raise self._not_found(path)
+
+    def _not_found(self, given: Any) -> StoreNotFoundError:
+        """The error for a store file that is not there, naming where its path came from."""
+        where = self._shown
+        origin, hint = "", "check the path (a store is created by the first run saved to it), or "
+        if given is None and os.environ.get(ENV_VAR, "").strip():
+            origin = f" (from ${ENV_VAR})"
+        elif given is None:
+            origin = " (the default store)"
+            hint = ("nothing has been profiled or imported into it yet: profile a cell with "
+                    "%%profile_training or import a table with gpuperf import; or ")
+        return StoreNotFoundError(
+            f"no store at {where}{origin}: the file does not exist; {hint}{ANOTHER_STORE}.",
+            path=where,
+        )
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"

@@ -1,0 +1,181 @@
+"""The options of a prediction, declared and checked once for ``%predict_time`` and
+``gpuperf predict``.
+
+Both skins used to declare these options each in their own way (typed in the magic, read as
+text in the CLI) and to check ``--remaining`` each on their own, so the two said different
+things about the same mistake. Here each option is declared once (:data:`OPTIONS`, added to an
+``argparse`` parser by :func:`add_to` or to a magic by :func:`magic_options`) and read once
+(:func:`read`), with one message per mistake; the skins add only what is theirs (the
+magic's ``-w``/``-q``/``-o``/``-v``, the CLI's ``--csv`` and ``--prices``).
+
+Numbers are read as text and checked by :func:`number`, so that ``inf``, ``nan`` and ``0``
+get the same one-line error as every other mistake. In the magic, ``--gpu`` and
+``--batch-size`` take several words (``--gpu A100 80GB --gpu T4``, ``--batch-size 32, 64``), as
+people type them in a notebook without quotes (put the network name before them); on the
+command line they take one word each, since the shell's quotes group words
+(``--gpu "A100 80GB"``), so that ``gpuperf predict --gpu T4 resnet`` keeps its network name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
+
+__all__ = ["OPTIONS", "PredictionOptions", "add_to", "magic_options", "number", "read"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: ``(flags, argparse keywords)`` of each option, in the order the help lists them.
+OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("name",), {"nargs": "?", "help": "Network to predict (default: the latest run's)."}),
+    (("--batch-size",), {
+        "metavar": "B[,B...]", "nargs": "+", "action": "append",
+        "help": "Batch sizes, e.g. 32,64,128. Default: the measured ones and one power of "
+                "two beyond each end."}),
+    (("--iterations",), {"metavar": "N", "help": "Iterations of the job."}),
+    (("--epochs",), {"metavar": "E",
+                     "help": "Epochs of the job (iterations = E × samples ÷ batch size)."}),
+    (("--samples",), {"metavar": "N", "help": "Samples per epoch (default: what the "
+                      "profiled DataLoader visited)."}),
+    (("--gpu",), {
+        "metavar": "NAME[,NAME...]", "nargs": "+", "action": "append",
+        "help": "GPUs to predict for besides the measured device, e.g. \"A100 80GB,H100\" "
+                "(names of gpuperf_magics.gpus(); repeatable). In the magic, put NAME "
+                "before it."}),
+    (("--gpu-count",), {"metavar": "N", "help": "GPUs per job (data parallel)."}),
+    (("--set",), {"action": "append", "metavar": "FEATURE=VALUE",
+                  "help": "Value of another feature, e.g. depth=50 (repeatable)."}),
+    (("--remaining",), {
+        "nargs": "?", "const": "latest", "metavar": "RUN_ID",
+        "help": "Remaining time and cost of an interrupted or failed run with a known job "
+                "length (default: the latest such run); with --gpu NAME, also moved to that "
+                "GPU."}),
+)
+
+#: Options a remaining-time question does not take: the run itself says them.
+_NOT_WITH_REMAINING = ("name", "batch_size", "iterations", "epochs", "samples", "set")
+
+
+@dataclass(frozen=True)
+class PredictionOptions:
+    """The options of one prediction, checked and typed.
+
+    ``remaining`` is set for ``--remaining``; ``run_id`` is then the run asked for, or None
+    for the latest interrupted or failed run.
+    """
+
+    name: str | None = None
+    batch_sizes: list[int] | None = None
+    iterations: int | None = None
+    epochs: float | None = None
+    samples: int | None = None
+    gpus: list[str] | None = None
+    gpu_count: int | None = None
+    settings: dict[str, float] | None = None
+    remaining: bool = False
+    run_id: int | None = None
+
+
+def add_to(parser: argparse.ArgumentParser) -> None:
+    """Declare the options on an ``argparse`` parser (the ``gpuperf predict`` command), one
+    shell word per value."""
+    for flags, keywords in OPTIONS:
+        one_word = {k: v for k, v in keywords.items() if (k, v) != ("nargs", "+")}
+        parser.add_argument(*flags, **one_word)
+
+
+def magic_options(func: F) -> F:
+    """Declare the options on a magic, as stacked ``@argument`` decorators would, in
+    :data:`OPTIONS` order (put it below ``@magic_arguments()`` and the magic's own
+    ``@argument``s that the help should list first)."""
+    from IPython.core.magic_arguments import argument
+
+    for flags, keywords in reversed(OPTIONS):
+        func = argument(*flags, **keywords)(func)
+    return func
+
+
+def number(option: str, text: str | None, *, whole: bool = False,
+           positive: bool = True) -> Any:
+    """An option's value as a finite (positive, whole) number; None when not given.
+
+    Raises
+    ------
+    ValueError
+        The text is not such a number; the message names the option.
+    """
+    if text is None:
+        return None
+    kind = "a whole number" if whole else "a number"
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{option} expects {kind}, got {text!r}") from None
+    if not math.isfinite(value) or (positive and value <= 0):
+        raise ValueError(f"{option} expects a finite{' positive' if positive else ''} "
+                         f"{kind[2:]}, got {text!r}")
+    if whole:
+        if value != int(value):
+            raise ValueError(f"{option} expects a whole number, got {text!r}")
+        return int(value)
+    return value
+
+
+def _joined(groups: list[list[str]] | list[str] | None) -> str | None:
+    """A repeatable option's values as one comma-separated list: the magic's ``--gpu A100
+    80GB --gpu T4`` (lists of words) and the command's ``--gpu "A100 80GB" --gpu T4`` read as
+    the user meant them."""
+    if not groups:
+        return None
+    return ",".join(g if isinstance(g, str) else " ".join(g) for g in groups)
+
+
+def read(args: argparse.Namespace) -> PredictionOptions:
+    """The options parsed by a parser that :func:`add_to` or :func:`magic_options` built.
+
+    Raises
+    ------
+    PredictionError
+        A value that is not what its option takes, or an option ``--remaining`` does not
+        go with; one line that names the option.
+    """
+    from gpuperf_magics.predict import (
+        PredictionError,
+        parse_batch_sizes,
+        parse_gpus,
+        parse_settings,
+    )
+
+    try:
+        iterations = number("--iterations", args.iterations, whole=True)
+        epochs = number("--epochs", args.epochs)
+        samples = number("--samples", args.samples, whole=True)
+        gpu_count = number("--gpu-count", args.gpu_count, whole=True)
+    except ValueError as exc:
+        raise PredictionError(str(exc)) from None
+    gpus = parse_gpus(_joined(args.gpu))
+    if args.remaining is None:
+        return PredictionOptions(
+            name=args.name, batch_sizes=parse_batch_sizes(_joined(args.batch_size)),
+            iterations=iterations, epochs=epochs, samples=samples, gpus=gpus,
+            gpu_count=gpu_count, settings=parse_settings(args.set),
+        )
+    from gpuperf_magics.remaining import check_remaining_options
+
+    check_remaining_options(**{key: getattr(args, key) for key in _NOT_WITH_REMAINING})
+    run_id = None
+    if args.remaining != "latest":
+        try:
+            run_id = number("--remaining", args.remaining, whole=True)
+        except ValueError:
+            raise PredictionError(f"--remaining expects a run id (a positive whole number, "
+                                  f"as gpuperf runs lists them), got {args.remaining!r}"
+                                  ) from None
+    if gpus is not None and len(gpus) > 1:
+        raise PredictionError("--remaining moves the job to one GPU: give one --gpu")
+    return PredictionOptions(gpus=gpus, gpu_count=gpu_count, remaining=True, run_id=run_id)

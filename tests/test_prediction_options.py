@@ -1,0 +1,85 @@
+"""The options of a prediction, declared once: ``%predict_time`` in a real IPython shell and
+``gpuperf predict`` through its ``main``, on a real SQLite store."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from IPython.core.error import UsageError
+
+import gpuperf_magics as gm
+from gpuperf_magics import prediction_options
+from gpuperf_magics.cli import _parser, main
+from gpuperf_magics.run import IterationRecord, Run
+
+
+def _run(batch: int, status: str = "ok", total: int | None = None) -> Run:
+    its = [IterationRecord(i, 0.01 + 0.001 * batch, batch, warmup=i == 0) for i in range(12)]
+    return Run("cnn", status=status, iterations=its, batch_size=batch, device="cuda",
+               gpu="Tesla T4", gpu_count=1,
+               hyper={"total_iterations": total} if total else {})
+
+
+@pytest.fixture
+def store(tmp_path):
+    st = gm.Store(tmp_path / "runs.sqlite")
+    for batch in (16, 32, 64):
+        st.save_run(_run(batch))
+    st.save_run(_run(32, status="interrupted", total=1000))
+    return st
+
+
+def _flags(parser) -> set[str]:
+    return {s for action in parser._actions for s in action.option_strings or [action.dest]}
+
+
+def test_the_magic_and_the_command_take_the_same_options(ip):
+    declared = {s for flags, _ in prediction_options.OPTIONS for s in flags}
+    magic = ip.find_line_magic("predict_time").__func__.parser
+    command = _parser()._subparsers._group_actions[0].choices["predict"]
+    assert declared <= _flags(magic) and declared <= _flags(command)
+    # What is not shared is each skin's own: display in the notebook, output and prices here.
+    assert _flags(magic) - declared == {"--store", "-w", "--widget", "-q", "--quiet", "-o",
+                                        "--output", "-v", "--variable"}
+    assert _flags(command) - declared == {"-h", "--help", "--store", "--prices", "--csv"}
+
+
+@pytest.mark.parametrize("options", [
+    "--epochs nan",
+    "--epochs 0",
+    "--iterations 1.5",
+    "--samples inf",
+    "--gpu-count two",
+    "--batch-size 32,abc",
+    "--set depth",
+    "--remaining x",
+    "--remaining 0",
+    "--remaining --epochs 3",
+    "cnn --remaining",
+    "--remaining --gpu T4,A100",
+])
+def test_one_mistake_gets_one_message_in_both(ip, store, capsys, options):
+    with pytest.raises(UsageError) as caught:
+        ip.run_line_magic("predict_time", f"--store {store.path} {options}")
+    capsys.readouterr()
+    assert main(["predict", *shlex.split(options), "--store", str(store.path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"gpuperf predict: error: {caught.value}\n"
+
+
+def test_both_read_what_their_users_type_and_the_latest_partial_run(ip, store, capsys):
+    # The shell groups words with quotes, so a network name may follow --gpu; a notebook
+    # line is typed without them.
+    code = main(["predict", "--store", str(store.path), "--batch-size", "16,48",
+                 "--gpu", "A100 80GB", "--gpu", "T4", "cnn", "--csv"])
+    out = capsys.readouterr().out
+    assert code == 0 and "NVIDIA A100-SXM4-80GB" in out
+    magic = ip.run_line_magic(
+        "predict_time", f"cnn --store {store.path} --batch-size 16, 48 --gpu A100 80GB "
+        "--gpu T4 -q -o")
+    assert magic.frame.to_csv(index=False) == out
+    # --remaining without a run id: the latest interrupted run, in both.
+    assert main(["predict", "--remaining", "--store", str(store.path), "--csv"]) == 0
+    latest = ip.run_line_magic("predict_time", f"--store {store.path} --remaining -q -o")
+    assert latest.run_id == 4 and capsys.readouterr().out.startswith("choice,")
