@@ -50,14 +50,28 @@ import io
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics._checks import is_missing
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["COLUMNS", "UnknownGPUError", "add_gpus", "clear_user_gpus", "gpus", "lookup", "match"]
+__all__ = [
+    "COLUMNS",
+    "UnknownGPUError",
+    "add_gpus",
+    "canonical_name",
+    "canonical_names",
+    "clear_user_gpus",
+    "find",
+    "gpus",
+    "lookup",
+    "match",
+]
 
 #: Columns of the catalog, in order.
 COLUMNS = (
@@ -604,6 +618,52 @@ def match(name: str) -> str | None:
     """
     try:
         return _index().rows[_resolve(str(name))]["gpu_name"]
+    except UnknownGPUError:
+        return None
+
+
+def canonical_name(name: str) -> str:
+    """The catalog's name of the GPU ``name`` refers to (``"t4"`` → ``"Tesla T4"``).
+
+    Raises
+    ------
+    UnknownGPUError
+        The name fits no GPU, or several equally well (the message lists close matches).
+    """
+    return str(_index().rows[_resolve(str(name))]["gpu_name"])
+
+
+def canonical_names(names: str | Iterable[str] | None) -> list[str]:
+    """The catalog's names of the GPUs asked for, in order, each once (``["T4", "tesla t4",
+    "V100"]`` → ``["Tesla T4", "Tesla V100-SXM2-16GB"]``). One name may be given alone; None
+    asks for none.
+
+    Raises
+    ------
+    UnknownGPUError
+        A name fits no GPU, or several equally well.
+    ValueError
+        A name is not text (``gpus=[4090]``): a model number alone is text too, ``"4090"``.
+    """
+    if names is None:
+        return []
+    out: list[str] = []
+    for name in [names] if isinstance(names, str) else names:
+        if not isinstance(name, str):
+            raise ValueError(f"gpus must be GPU names (strings), got {name!r}")
+        canonical = canonical_name(name)
+        if canonical not in out:
+            out.append(canonical)
+    return out
+
+
+def find(name: str | None) -> dict[str, Any] | None:
+    """What :func:`lookup` returns, or None where the name is missing, blank or fits no GPU
+    (a measured device the catalog lacks: its run gave its own figures)."""
+    if name is None or is_missing(name):
+        return None
+    try:
+        return lookup(name)
     except UnknownGPUError:
         return None
 
