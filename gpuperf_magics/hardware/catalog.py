@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics._checks import is_missing
+from gpuperf_magics._checks import is_missing, plain
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -269,7 +269,7 @@ def _validate(frame: pd.DataFrame, required: tuple[str, ...]) -> tuple[pd.DataFr
     columns: dict[str, list[Any]] = {column: [] for column in COLUMNS}
     seen: set[str] = set()
     for number, record in enumerate(records, start=1):
-        row = {c: None if _blank(record.get(c)) else record.get(c) for c in COLUMNS}
+        row = {c: None if is_missing(record.get(c)) else record.get(c) for c in COLUMNS}
         name = str(row["name"]).strip() if row["name"] is not None else ""
         where = f"row {number} ({name!r})" if name else f"row {number}"
         if not name:
@@ -324,14 +324,6 @@ def _number(value: Any, *, whole: bool) -> tuple[float | None, str | None]:
     return number, None
 
 
-def _blank(value: Any) -> bool:
-    import pandas as pd
-
-    if isinstance(value, str):
-        return value.strip() == ""
-    return value is None or bool(pd.api.types.is_scalar(value) and pd.isna(value))
-
-
 def _table() -> pd.DataFrame:
     import pandas as pd
 
@@ -383,11 +375,7 @@ def _index() -> _Index:
 
 def _plain(value: Any) -> Any:
     """A pandas cell as a plain Python value; missing -> None."""
-    if _blank(value):
-        return None
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    return value
+    return None if is_missing(value) else plain(value)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -749,20 +737,9 @@ def _complete_from_builtin(table: pd.DataFrame) -> pd.DataFrame:
         if table.at[j, "source"] == "user-supplied":
             table.at[j, "source"] = f"user-supplied; other figures: {builtin.at[i, 'source']}"
         for col in table.columns:
-            if col in builtin.columns and _missing(table.at[j, col]):
+            if col in builtin.columns and is_missing(table.at[j, col]):
                 table.at[j, col] = builtin.at[i, col]
     return table
-
-
-def _missing(value: Any) -> bool:
-    import pandas as pd
-
-    if isinstance(value, str):
-        return value.strip() == ""
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def clear_user_gpus() -> None:
