@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics.predict import PredictionError, format_duration
+from gpuperf_magics.units import format_cost
 
 if TYPE_CHECKING:  # pragma: no cover
     import os
@@ -26,16 +27,6 @@ __all__ = ["Offers", "format_cost", "offers"]
 
 #: Marks of the ``marks`` column.
 CHEAPEST, FASTEST, DEADLINE = "cheapest", "fastest", "cheapest within deadline"
-
-
-def format_cost(usd: float) -> str:
-    """``$1,234`` from $100 on, ``$12.35`` below, ``$0.0042`` under a cent, ``—`` when
-    there is no price."""
-    if not math.isfinite(usd):
-        return "—"
-    if usd >= 100:
-        return f"${usd:,.0f}"
-    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.2g}"
 
 
 @dataclass

@@ -16,7 +16,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics.run import format_seconds
+from gpuperf_magics.units import format_duration, format_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -87,22 +87,6 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
             message = f"--set expects feature=finite number, e.g. depth=50; got {item!r}"
             raise PredictionError(message) from None
     return out
-
-
-def format_duration(seconds: float) -> str:
-    """``h:mm:ss`` (days when needed); under a minute in s, under a second in ms."""
-    if not math.isfinite(seconds):
-        return "—"
-    if seconds < 1:
-        return f"{seconds * 1e3:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    total = round(seconds)
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    text = f"{hours}:{minutes:02d}:{secs:02d}"
-    return f"{days}d {text}" if days else text
 
 
 @dataclass

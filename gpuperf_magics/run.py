@@ -14,6 +14,8 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuperf_magics.units import format_seconds
+
 __all__ = ["IterationRecord", "Run", "device_label"]
 
 #: Phases of one iteration, in the order they happen, when ``--phases`` is on.
@@ -62,15 +64,6 @@ def _percentile(values: list[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def format_seconds(seconds: float) -> str:
-    """A short duration with its unit: ``2.31 s``, ``38.2 ms``, ``740 µs``."""
-    if seconds >= 1.0:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
 
 
 #: Longest line a profiled cell prints: one line of a notebook's output, not two or three.

@@ -745,3 +745,42 @@ def test_autocast_is_seen_on_torch_without_the_device_argument(monkeypatch) -> N
     monkeypatch.setattr(torch, "is_autocast_enabled", old_is_autocast_enabled)
     monkeypatch.setattr(torch, "is_autocast_cpu_enabled", lambda: True, raising=False)
     assert summary._autocast_enabled() is True
+
+
+# ------------------------------------------------------------------------------ unwrap
+def test_unwrap_peels_compile_and_data_parallel_wrappers() -> None:
+    from gpuperf_magics.architecture.unwrap import Unwrapped, unwrap
+
+    inner = mlp()
+    assert unwrap(inner) == Unwrapped(inner, False)
+    assert unwrap(nn.DataParallel(inner)) == (inner, False)
+    compiled = torch.compile(inner, backend="eager")
+    module, was_compiled = unwrap(nn.DataParallel(compiled))
+    assert module is inner and was_compiled
+    assert unwrap(compiled).module is inner
+
+
+def test_unwrap_stops_on_a_wrapper_that_wraps_itself() -> None:
+    from gpuperf_magics.architecture.unwrap import MAX_DEPTH, unwrap
+
+    class Loop(nn.Module):
+        pass
+
+    loop = Loop()
+    loop._orig_mod = loop  # a compile-like wrapper around itself
+    assert unwrap(loop) == (loop, True)
+    chain: nn.Module = mlp()
+    for _ in range(MAX_DEPTH + 3):
+        chain = nn.DataParallel(chain)
+    assert isinstance(unwrap(chain).module, nn.DataParallel)  # gave up, did not hang
+
+
+def test_unwrap_does_not_import_dynamo() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from torch import nn\n"
+            "from gpuperf_magics.architecture.unwrap import unwrap\n"
+            "unwrap(nn.DataParallel(nn.Linear(2, 2)))\n"
+            "assert 'torch._dynamo' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

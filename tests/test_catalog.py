@@ -589,3 +589,40 @@ def test_a_partial_row_corrects_a_builtin_gpu_and_keeps_the_rest() -> None:
         assert source.startswith("user-supplied; other figures: ")
     finally:
         catalog.clear_user_gpus()
+
+
+# ------------------------------------------------------- canonical names for every caller
+def test_canonical_name_is_the_catalogs_spelling() -> None:
+    assert catalog.canonical_name("t4") == "Tesla T4"
+    assert catalog.canonical_name("NVIDIA A100-SXM4-80GB MIG 1g.10gb") == "NVIDIA A100-SXM4-80GB"
+    with pytest.raises(UnknownGPUError, match="Close matches"):
+        catalog.canonical_name("V1OO")
+    with pytest.raises(UnknownGPUError, match="ambiguous"):
+        catalog.canonical_name("RTX 6000")
+
+
+def test_canonical_names_keep_order_and_drop_repeats() -> None:
+    assert catalog.canonical_names(["T4", "v100", "tesla t4", "Tesla T4"]) == [
+        "Tesla T4", "Tesla V100-SXM2-16GB"]
+    assert catalog.canonical_names("a100 80gb") == ["NVIDIA A100-SXM4-80GB"]
+    assert catalog.canonical_names(None) == [] and catalog.canonical_names([]) == []
+    assert catalog.canonical_names(iter(["L4"])) == ["NVIDIA L4"]
+    with pytest.raises(UnknownGPUError):
+        catalog.canonical_names(["T4", "A10O"])
+    with pytest.raises(ValueError, match=r"GPU names \(strings\), got 4090"):
+        catalog.canonical_names([4090])  # type: ignore[list-item]
+
+
+def test_find_gives_the_figures_or_none() -> None:
+    row = catalog.find("tesla t4")
+    assert row == catalog.lookup("T4") and row is not catalog.find("T4")
+    for name in ("V1OO", "RTX 6000", "", "  ", None, math.nan):
+        assert catalog.find(name) is None, name  # type: ignore[arg-type]
+
+
+def test_a_user_gpu_is_found_by_its_name() -> None:
+    catalog.add_gpus(pd.DataFrame([{"name": "Lab GPU 9000", "gpu_memory_gb": 48,
+                                    "gpu_bandwidth_gbs": 900, "gpu_fp32_tflops": 40}]))
+    assert catalog.canonical_name("lab gpu 9000") == "Lab GPU 9000"
+    found = catalog.find("Lab GPU 9000")
+    assert found is not None and found["gpu_fp32_tflops"] == 40

@@ -3,25 +3,53 @@
 from __future__ import annotations
 
 import sys
-from typing import cast
+from typing import NamedTuple
 
 from torch import nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
 
+#: Wrappers peeled off at most. Real ones nest a few levels (DDP around a compiled model); a
+#: wrapper that wraps itself must not hang the capture.
+MAX_DEPTH = 16
 
-def _unwrap(model: nn.Module) -> tuple[nn.Module, bool]:
-    """The module whose code runs, and whether a ``torch.compile`` wrapper was on the way."""
-    optimized = _optimized_module_class()
-    was_compiled = False
-    for _ in range(100):  # wrappers nest a few levels at most; a cycle must not hang
-        if optimized is not None and isinstance(model, optimized):
-            was_compiled = True
-            model = cast(nn.Module, model._orig_mod)
+
+class Unwrapped(NamedTuple):
+    """What :func:`unwrap` found inside the wrappers.
+
+    Attributes
+    ----------
+    module : nn.Module
+        The user's network: the module whose code runs.
+    compiled : bool
+        A ``torch.compile`` wrapper was on the way.
+    """
+
+    module: nn.Module
+    compiled: bool
+
+
+def unwrap(model: nn.Module) -> Unwrapped:
+    """The user's network inside ``torch.compile``, DataParallel and DistributedDataParallel
+    wrappers, and whether it was compiled.
+
+    A compile wrapper is recognised by the module it keeps in ``_orig_mod`` rather than by
+    its class, so that checking a model never imports dynamo (about a second).
+    """
+    compiled = False
+    for _ in range(MAX_DEPTH):
+        inner = getattr(model, "_orig_mod", None)
+        if isinstance(inner, nn.Module):
+            compiled = True
+            model = inner
         elif isinstance(model, (DataParallel, DistributedDataParallel)):
             model = model.module
         else:
             break
-    return model, was_compiled
+    return Unwrapped(model, compiled)
+
+
+#: The name :mod:`.summary` imports (an ``Unwrapped`` unpacks as the pair it expects).
+_unwrap = unwrap
 
 
 def _optimized_module_class() -> type[nn.Module] | None:

@@ -50,14 +50,28 @@ import io
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics._checks import is_missing, plain
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["COLUMNS", "UnknownGPUError", "add_gpus", "clear_user_gpus", "gpus", "lookup", "match"]
+__all__ = [
+    "COLUMNS",
+    "UnknownGPUError",
+    "add_gpus",
+    "canonical_name",
+    "canonical_names",
+    "clear_user_gpus",
+    "find",
+    "gpus",
+    "lookup",
+    "match",
+]
 
 #: Columns of the catalog, in order.
 COLUMNS = (
@@ -255,7 +269,7 @@ def _validate(frame: pd.DataFrame, required: tuple[str, ...]) -> tuple[pd.DataFr
     columns: dict[str, list[Any]] = {column: [] for column in COLUMNS}
     seen: set[str] = set()
     for number, record in enumerate(records, start=1):
-        row = {c: None if _blank(record.get(c)) else record.get(c) for c in COLUMNS}
+        row = {c: None if is_missing(record.get(c)) else record.get(c) for c in COLUMNS}
         name = str(row["name"]).strip() if row["name"] is not None else ""
         where = f"row {number} ({name!r})" if name else f"row {number}"
         if not name:
@@ -310,14 +324,6 @@ def _number(value: Any, *, whole: bool) -> tuple[float | None, str | None]:
     return number, None
 
 
-def _blank(value: Any) -> bool:
-    import pandas as pd
-
-    if isinstance(value, str):
-        return value.strip() == ""
-    return value is None or bool(pd.api.types.is_scalar(value) and pd.isna(value))
-
-
 def _table() -> pd.DataFrame:
     import pandas as pd
 
@@ -369,11 +375,7 @@ def _index() -> _Index:
 
 def _plain(value: Any) -> Any:
     """A pandas cell as a plain Python value; missing -> None."""
-    if _blank(value):
-        return None
-    if hasattr(value, "item"):  # numpy scalars
-        return value.item()
-    return value
+    return None if is_missing(value) else plain(value)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -608,6 +610,52 @@ def match(name: str) -> str | None:
         return None
 
 
+def canonical_name(name: str) -> str:
+    """The catalog's name of the GPU ``name`` refers to (``"t4"`` → ``"Tesla T4"``).
+
+    Raises
+    ------
+    UnknownGPUError
+        The name fits no GPU, or several equally well (the message lists close matches).
+    """
+    return str(_index().rows[_resolve(str(name))]["gpu_name"])
+
+
+def canonical_names(names: str | Iterable[str] | None) -> list[str]:
+    """The catalog's names of the GPUs asked for, in order, each once (``["T4", "tesla t4",
+    "V100"]`` → ``["Tesla T4", "Tesla V100-SXM2-16GB"]``). One name may be given alone; None
+    asks for none.
+
+    Raises
+    ------
+    UnknownGPUError
+        A name fits no GPU, or several equally well.
+    ValueError
+        A name is not text (``gpus=[4090]``): a model number alone is text too, ``"4090"``.
+    """
+    if names is None:
+        return []
+    out: list[str] = []
+    for name in [names] if isinstance(names, str) else names:
+        if not isinstance(name, str):
+            raise ValueError(f"gpus must be GPU names (strings), got {name!r}")
+        canonical = canonical_name(name)
+        if canonical not in out:
+            out.append(canonical)
+    return out
+
+
+def find(name: str | None) -> dict[str, Any] | None:
+    """What :func:`lookup` returns, or None where the name is missing, blank or fits no GPU
+    (a measured device the catalog lacks: its run gave its own figures)."""
+    if name is None or is_missing(name):
+        return None
+    try:
+        return lookup(name)
+    except UnknownGPUError:
+        return None
+
+
 def add_gpus(path_or_df: str | os.PathLike[str] | pd.DataFrame) -> list[str]:
     """Add GPUs to the catalog of this process, or correct built-in rows of the same name.
 
@@ -689,20 +737,9 @@ def _complete_from_builtin(table: pd.DataFrame) -> pd.DataFrame:
         if table.at[j, "source"] == "user-supplied":
             table.at[j, "source"] = f"user-supplied; other figures: {builtin.at[i, 'source']}"
         for col in table.columns:
-            if col in builtin.columns and _missing(table.at[j, col]):
+            if col in builtin.columns and is_missing(table.at[j, col]):
                 table.at[j, col] = builtin.at[i, col]
     return table
-
-
-def _missing(value: Any) -> bool:
-    import pandas as pd
-
-    if isinstance(value, str):
-        return value.strip() == ""
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def clear_user_gpus() -> None:

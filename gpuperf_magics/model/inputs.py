@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.store.columns import group_of
+from gpuperf_magics.columns import group_of
 
 __all__ = ["CATALOG_TOLERANCE", "HARDWARE", "IGNORED", "PRECISION_PEAKS", "Prepared",
            "check_target", "effective_peak", "precision_of", "prepare"]

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from gpuperf_magics._version import __version__
+
 __all__ = [
     "APPLICATION",
     "APPLICATION_ID",
@@ -177,8 +179,6 @@ _V1_TABLES = (
 
 
 def _v1(conn: Any, dialect: Dialect) -> None:
-    from gpuperf_magics import __version__
-
     for table in _V1_TABLES:
         conn.execute(table.ddl(dialect))
     for statement in (
