@@ -313,6 +313,7 @@ class ProfileSession:
             run.error = f"{type(error).__name__}: {error}"[:500]
         records = rec.iterations()
         self._fill_quality(rec)
+        run.peak_memory_gb = rec.peak_memory_gb
         from gpuperf_magics.capture import distributed
 
         job = distributed.current_job()

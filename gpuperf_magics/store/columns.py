@@ -37,7 +37,7 @@ FIRST_COLUMNS = (
 REST_COLUMNS = (
     "source", "created_at", "device", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
     "samples_per_s", "warmup_iterations", "recorded_iterations", "error",
-    "run_uid", "recorded_host", "recorded_user",
+    "run_uid", "recorded_host", "recorded_user", "peak_memory_gb",
 )
 BASE_COLUMNS = FIRST_COLUMNS + REST_COLUMNS
 
@@ -105,6 +105,9 @@ _BASE = {
     "warmup_iterations": "int", "recorded_iterations": "int", "error": "str",
     # The run's id in every store (a hash of its content), and who recorded it where.
     "run_uid": "str", "recorded_host": "str", "recorded_user": "str",
+    # Peak GPU memory the run's tensors took (torch.cuda.max_memory_allocated, GiB, one
+    # process); empty on the CPU and for runs recorded before schema version 3.
+    "peak_memory_gb": "float",
 }
 
 HARDWARE_COLUMNS = tuple(_GPU) + tuple(_CPU) + tuple(_SW)
