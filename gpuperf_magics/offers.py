@@ -22,10 +22,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pandas as pd
 
-__all__ = ["Offers", "format_cost", "offers"]
+__all__ = ["Offers", "format_cost", "offer_label", "offers"]
 
 #: Marks of the ``marks`` column.
 CHEAPEST, FASTEST, DEADLINE = "cheapest", "fastest", "cheapest within deadline"
+
+
+def offer_label(provider: str, instance: str, region: str, pricing: str) -> str:
+    """``aws g5.xlarge (us-east-1, on-demand)``: one row of the price table, as the ``offer``
+    column shows it and as ``instances=`` takes it (an instance name alone takes all its rows:
+    every region and pricing)."""
+    return f"{provider} {instance} ({region}, {pricing})"
 
 
 def format_cost(usd: float) -> str:
@@ -127,17 +134,26 @@ class Offers:
 
 
 def _select(table: pd.DataFrame, instances: list[str] | None) -> pd.DataFrame:
+    """The rows asked for, in the table's order: an offer label is one row, an instance name
+    all rows of that instance (its regions and pricings)."""
     if instances is None:
         return table
-    known = list(dict.fromkeys(table["instance"]))
-    lowered = {k.lower(): k for k in known}
-    wanted = []
+    labels = [offer_label(*k) for k in table[["provider", "instance", "region", "pricing"]]
+              .itertuples(index=False)]
+    by_label = {label.lower(): i for i, label in enumerate(labels)}
+    names = [str(n).lower() for n in table["instance"]]
+    chosen: set[int] = set()
     for name in instances:
-        if str(name).lower() not in lowered:
+        key = str(name).lower()
+        if key in by_label:
+            chosen.add(by_label[key])
+        elif key in names:
+            chosen.update(i for i, n in enumerate(names) if n == key)
+        else:
+            known = ", ".join(dict.fromkeys(table["instance"]))
             raise PredictionError(f"no price for instance {name!r}; priced instances: "
-                                  + ", ".join(known) + " (add your own with prices=)")
-        wanted.append(lowered[str(name).lower()])
-    return table[table["instance"].isin(wanted)]
+                                  + known + " (add your own with prices=)")
+    return table.iloc[sorted(chosen)]
 
 
 def offers(
@@ -164,7 +180,9 @@ def offers(
     batch_size : int, optional
         Batch size of the job (default: the latest run's).
     instances : list of str, optional
-        Instance names of the price table to compare (default: all of them).
+        Offers of the price table to compare (default: all of them): an instance name takes
+        every row of that instance (its regions, on-demand and spot), an offer label as the
+        ``offer`` column shows it (:func:`offer_label`) one row.
     prices : path or DataFrame, optional
         A price file merged over the built-in prices
         (:func:`gpuperf_magics.hardware.prices.prices`).
@@ -242,8 +260,8 @@ def offers(
             note = (f"scaled to {offer['gpus']} GPUs with no multi-GPU measurement: the "
                     "scaling is the model's assumption")
         rows.append({
-            "offer": f"{offer['provider']} {offer['instance']} ({offer['region']}, "
-                     f"{offer['pricing']})",
+            "offer": offer_label(offer["provider"], offer["instance"], offer["region"],
+                                 offer["pricing"]),
             "provider": offer["provider"], "region": offer["region"],
             "instance": offer["instance"], "pricing": offer["pricing"], "gpu": offer["gpu"],
             "gpus": int(offer["gpus"]), **_prediction(match.iloc[0]),

@@ -41,7 +41,14 @@ def test_rows_are_the_measured_device_then_every_priced_instance(store):
     assert (frame["time_low_s"] <= frame["time_s"]).all()
     assert (frame["time_s"] <= frame["time_high_s"]).all()
     assert frame.iloc[0]["kind"] == "interpolation"
-    assert (frame["kind"][1:] == "transfer").all() and (frame["expected_mape"] > 0).all()
+    # One T4 is the measured device: its offer interpolates, several T4s extrapolate the GPU
+    # count, and every other GPU transfers.
+    priced = frame.iloc[1:]
+    t4 = priced["gpu"] == "Tesla T4"
+    assert (priced.loc[t4 & (priced["gpus"] == 1), "kind"] == "interpolation").all()
+    assert (priced.loc[t4 & (priced["gpus"] > 1), "kind"] == "extrapolation").all()
+    assert (priced.loc[~t4, "kind"] == "transfer").all() and t4.any()
+    assert (frame["expected_mape"] > 0).all()
 
 
 def test_cost_is_time_times_instance_price_and_marks_follow(store):
@@ -114,3 +121,11 @@ def test_tables_for_people(store):
 def test_bad_requests_are_refused(store, kwargs, error, message):
     with pytest.raises(error, match=message):
         offers(store, **kwargs)
+
+
+def test_spot_and_on_demand_prices_of_one_instance_are_separate_offers(store):
+    both = offers(store, iterations=1000, instances=["a3-ultragpu-8g"]).frame
+    assert list(both["pricing"][1:]) == ["on-demand", "spot"]
+    spot = offers(store, iterations=1000,
+                  instances=["gcp a3-ultragpu-8g (us-central1, spot)"]).frame
+    assert list(spot["offer"][1:]) == ["gcp a3-ultragpu-8g (us-central1, spot)"]

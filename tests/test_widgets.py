@@ -343,6 +343,34 @@ def test_a_users_prices_join_the_offers(imported, tmp_path):
         what_if(imported, prices=path)
 
 
+def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
+    panel = what_if(imported, iterations=1000)
+    choices = dict(panel.instances.options)
+    ultra = {label: value for label, value in choices.items() if "a3-ultragpu-8g" in label}
+    assert sorted(ultra.values()) == ["gcp a3-ultragpu-8g (us-central1, on-demand)",
+                                      "gcp a3-ultragpu-8g (us-central1, spot)"]
+    assert all(("spot" in label) == ("spot" in value) for label, value in ultra.items())
+    assert choices["aws g5.xlarge (1× NVIDIA A10G, us-east-1, on-demand)"] == "g5.xlarge"
+    panel.instances.value = ["gcp a3-ultragpu-8g (us-central1, spot)", "g5.xlarge"]
+    frame = panel.offers.frame
+    assert list(frame["offer"][1:]) == ["aws g5.xlarge (us-east-1, on-demand)",
+                                        "gcp a3-ultragpu-8g (us-central1, spot)"]
+    assert list(frame["pricing"][1:]) == ["on-demand", "spot"]
+
+
+def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
+    from gpuperf_magics.widgets import DEFAULT_OFFERS
+
+    path = tmp_path / "mine.csv"
+    path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+                    "aws,us-east-1,g5.48xlarge,A10G,8,on-demand,9.0,2026-11-01,contract\n"
+                    "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
+    panel = what_if(imported, iterations=1000, prices=path)
+    chosen = list(panel.instances.value)
+    assert chosen[:2] == ["g5.48xlarge", "t4-box"]  # a replaced price and a new one
+    assert len(chosen) == DEFAULT_OFFERS and chosen[2] == "g4dn.xlarge"
+
+
 def test_changes_do_not_refit_the_model(imported, monkeypatch):
     from gpuperf_magics.model import TrainingTimeModel
 
