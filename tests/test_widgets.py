@@ -358,6 +358,31 @@ def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
     assert list(frame["pricing"][1:]) == ["on-demand", "spot"]
 
 
+def test_a_price_file_is_validated_once_per_version_of_it(imported, tmp_path, monkeypatch):
+    from gpuperf_magics.hardware import prices as prices_mod
+
+    header = "provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+    path = tmp_path / "mine.csv"
+    path.write_text(header + "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
+    checked = []
+    original = prices_mod._validate
+    monkeypatch.setattr(prices_mod, "_validate",
+                        lambda frame, origin: checked.append(origin) or original(frame, origin))
+    panel = what_if(imported, iterations=1000, prices=path)
+    checked.clear()
+    for batch in (16, 32, 64):
+        panel.batch_size.value = batch
+    panel.deadline.value = 2
+    assert checked == []  # four changes, the files unchanged: nothing validated again
+    assert panel.offers.frame.set_index("instance").loc["t4-box", "usd_per_hour"] == 0.25
+    path.write_text(header + "acme,eu,t4-box,T4,1,on-demand,0.35,2026-11-01,quote\n")
+    panel.batch_size.value = 128
+    assert checked == [f"price file {path}"]  # the new version, once; the built-in table not
+    assert panel.offers.frame.set_index("instance").loc["t4-box", "usd_per_hour"] == 0.35
+    panel.batch_size.value = 16
+    assert len(checked) == 1
+
+
 def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
     from gpuperf_magics.widgets import DEFAULT_OFFERS
 
