@@ -312,7 +312,7 @@ class WhatIfPanel:
         import pandas as pd
 
         from gpuperf_magics.hardware.catalog import gpus
-        from gpuperf_magics.predict import BASE_FEATURES, PredictionError
+        from gpuperf_magics.predict import BASE_FEATURES, PredictionError, robust_times
         from gpuperf_magics.store import StoreError
 
         model = None
@@ -328,9 +328,11 @@ class WhatIfPanel:
         latest = runs.iloc[-1] if len(runs) else pd.Series(dtype=object)
         self._measured_batches = {int(b) for b in runs["batch_size"].dropna()} \
             if model is not None else set()
-        # Measured seconds per iteration by batch size: the plot's points, scaled to the job.
-        per_it = (runs["time_s"] / runs["iterations"]).groupby(runs["batch_size"]).median() \
-            if model is not None and len(runs) else pd.Series(dtype=float)
+        # Measured seconds per iteration by batch size, as the model learns them (a profiled
+        # run's robust steady time, the median run of each batch size): the plot's points.
+        per_it = (robust_times(self.store, runs) / runs["iterations"]).groupby(
+            runs["batch_size"]).median() if model is not None and len(runs) \
+            else pd.Series(dtype=float)
         self._measured_per_iteration = {int(b): float(t) for b, t in per_it.items()}
 
         gpu = latest.get("gpu")

@@ -296,6 +296,27 @@ def test_plot_draws_time_against_batch_size_with_measured_points_and_band(import
     assert after == pytest.approx([2 * t for t in before])
 
 
+def test_measured_points_are_the_robust_times_the_model_learns(tmp_path):
+    """A stall in a profiled run moves neither the model nor the plotted point."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    path = tmp_path / "stalls.sqlite"
+    for batch, steady in ((16, 0.01), (32, 0.02)):
+        durations = [0.5] + [steady] * 18 + [40 * steady]  # warm-up, steady, one stall
+        gm.Store(path).save_run(Run(
+            network="mlp", batch_size=batch, created_at="2026-11-01T00:00:00+00:00",
+            iterations=[IterationRecord(i, d, batch, warmup=i == 0)
+                        for i, d in enumerate(durations)]))
+    panel = what_if(path, iterations=1000)
+    points = _lines(panel)["measured (× the job's iterations)"]
+    assert list(points.get_xdata()) == [16, 32]
+    # The trimmed steady mean (0.01 and 0.02 s), not the raw mean with the stall (~0.03, 0.06).
+    assert list(points.get_ydata()) == pytest.approx([10.0, 20.0])
+    runs = gm.Store(path).runs()
+    robust = gm.predict.robust_times(gm.Store(path), runs) / runs["iterations"]
+    assert list(robust) == pytest.approx([0.01, 0.02])
+
+
 def test_plot_adds_the_chosen_gpu_as_a_transfer(imported):
     panel = what_if(imported, iterations=1000)
     panel.gpu.value = "NVIDIA A10G"
