@@ -584,6 +584,29 @@ def test_on_the_cpu_the_peak_gpu_memory_stays_unknown():
     assert run.to_record()["peak_memory_gb"] is None
 
 
+def test_the_running_configuration_is_known_after_the_first_step():
+    """What the live line asks the store's model with, read while the loop runs."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    session = gm.profile_training(save=False)
+    seen = []
+    with session as run:
+        for _ in range(40):  # past the steps whose model calls are watched
+            seen.append(session.configuration())
+            for _ in range(4):  # accumulation: 4 micro-batches of 8 per step
+                loss_fn(model(torch.randn(8, 32)), torch.randint(0, 10, (8,))).backward()
+            opt.step()
+            opt.zero_grad()
+    assert seen[0] is None  # no complete step yet
+    assert set(seen[2:]) == {("Sequential-2.76K", 32, None, 0)}
+    assert run.network == "Sequential-2.76K" and run.batch_size == 32
+    named = gm.profile_training("mine", save=False)
+    with named:
+        train(model, opt, steps=3)
+        assert named.configuration() == ("mine", 16, None, 0)
+
+
 def test_accumulation_counts_epochs_in_optimizer_steps():
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -247,6 +247,25 @@ class Recorder:
         live line: one int, no lock on the timed path)."""
         return self._steps_seen
 
+    def recent_batch(self) -> int | None:
+        """Samples per optimizer step seen so far (the model's training calls between two
+        steps, micro-batches summed), or None before a complete step. Read from another
+        thread by the live line; looks only at the start of the event log, where the model's
+        calls are logged (they stop being logged after :data:`BATCH_SAMPLE_STEPS` steps)."""
+        model = self.model
+        ids = {id(model), id(unwrap_model(model))} if model is not None else None
+        head = self.events[:4096]  # a copy: the training thread appends meanwhile
+        batch, found = 0, None
+        for event in head:
+            code = event[0]
+            if code == STEP_END:
+                if batch:
+                    found = batch
+                batch = 0
+            elif code == FWD and not event[3] and (ids is None or event[4] in ids):
+                batch += event[2] or 0
+        return found
+
     def loader_length(self) -> int | None:
         """Batches per pass of the longest sized DataLoader iterated so far (None: none)."""
         try:
