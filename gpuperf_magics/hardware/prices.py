@@ -63,18 +63,27 @@ def _read(source: Any, name: Any = None) -> pd.DataFrame:
         raise PriceError(f"price file {name} cannot be read as CSV: {exc}") from None
 
 
-#: Validated tables by (file, digest of its bytes): a file is checked once per version of it.
-#: The frames are never handed out, only copies of them.
+#: Validated tables by (file, digest of its bytes): a file is checked once per version of it;
+#: and the built-in table merged with a user's file, by the versions of both. The frames are
+#: never handed out, only copies of them.
 _VALIDATED: dict[tuple[str, bytes], pd.DataFrame] = {}
+_MERGED: dict[tuple[tuple[str, bytes], tuple[str, bytes]], pd.DataFrame] = {}
 _LOCK = threading.Lock()
+_Version = tuple[str, bytes]
 
 
-def _validated_file(path: str | os.PathLike[str], origin: str) -> pd.DataFrame:
+def _validated_file(path: str | os.PathLike[str],
+                    origin: str) -> tuple[_Version | None, pd.DataFrame]:
     """The file's table, validated once for each version of the file.
 
     The version is the digest of the file's bytes rather than its modification time: reading
     a price file costs microseconds, validating it milliseconds, and an edit within one tick
     of a coarse file-system clock (or one that keeps the size) is still seen.
+
+    Returns
+    -------
+    (version, DataFrame)
+        The file's version (its resolved path and digest) and its validated rows.
     """
     file = Path(path)
     try:
@@ -92,15 +101,16 @@ def _validated_file(path: str | os.PathLike[str], origin: str) -> pd.DataFrame:
             for old in [k for k in _VALIDATED if k[0] == key[0]]:
                 del _VALIDATED[old]  # an earlier version of the file
             _VALIDATED[key] = hit
-    return hit
+    return key, hit
 
 
-def _builtin() -> pd.DataFrame:
+def _builtin() -> tuple[_Version | None, pd.DataFrame]:
     resource = resources.files("gpuperf_magics.hardware").joinpath("prices.csv")
     if isinstance(resource, os.PathLike):
         return _validated_file(resource, "the built-in prices.csv")
     text = resource.read_text("utf-8")  # pragma: no cover - a zipped install
-    return _validate(_read(io.StringIO(text)), "the built-in prices.csv")  # pragma: no cover
+    return None, _validate(_read(io.StringIO(text)),  # pragma: no cover
+                           "the built-in prices.csv")
 
 
 def _validate(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
@@ -199,17 +209,34 @@ def prices(extra: str | os.PathLike[str] | pd.DataFrame | None = None) -> pd.Dat
     """
     import pandas as pd
 
-    table = _builtin().copy()
+    shipped, table = _builtin()
     if extra is None:
-        return table
+        return table.copy()
     if isinstance(extra, pd.DataFrame):
-        mine = _validate(_read(extra), "the prices table")
-    else:
-        mine = _validated_file(extra, f"price file {extra}")
+        return _merge(table, _validate(_read(extra), "the prices table"))
+    version, mine = _validated_file(extra, f"price file {extra}")
+    if shipped is None or version is None:  # pragma: no cover - a zipped install
+        return _merge(table, mine)
+    key = (shipped, version)
+    with _LOCK:
+        merged = _MERGED.get(key)
+    if merged is None:
+        merged = _merge(table, mine)
+        with _LOCK:
+            for old in [k for k in _MERGED if k[1][0] == version[0]]:
+                del _MERGED[old]  # the file's earlier versions
+            _MERGED[key] = merged
+    return merged.copy()
+
+
+def _merge(table: pd.DataFrame, mine: pd.DataFrame) -> pd.DataFrame:
+    """``mine`` over the built-in ``table``: a replaced row keeps its place; new rows follow
+    the built-in ones."""
+    import pandas as pd
+
     key = list(KEY)
     replaced = table.set_index(key).index.isin(mine.set_index(key).index)
     kept = table[~replaced]
-    # A replaced row keeps its place; new rows follow the built-in ones.
     merged = pd.concat([kept, mine], ignore_index=True)
     order = {k: i for i, k in enumerate(map(tuple, table[key].to_numpy()))}
     rank = [order.get(tuple(k), len(order) + i)
