@@ -368,9 +368,20 @@ class LivePrior:
 
             st = store if isinstance(store, Store) else Store(store)
             _, runs = fit_store(st, network)
-            return cls(st, str(runs["network"].iloc[0]), configuration)
+            net = str(runs["network"].iloc[0])
         except Exception:  # no store, no run, no model: the cell runs all the same
             return None
+        try:
+            # One answer now, at the latest run's batch: what the model prepares lazily on
+            # its first prediction is done here, not in the thread beside the loop.
+            from gpuperf_magics.predict import predict_time
+
+            batch = runs["batch_size"].dropna()
+            predict_time(st, net, iterations=1,
+                         batch_sizes=[int(batch.iloc[-1])] if len(batch) else None)
+        except Exception:
+            pass
+        return cls(st, net, configuration)
 
     def __call__(self) -> float | None:
         """Seconds per iteration the model gives the running configuration; None until the
