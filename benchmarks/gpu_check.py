@@ -18,7 +18,10 @@ fails. What it checks:
 4. Data parallel: ``nn.DataParallel`` and a DDP job (NCCL, one rank per GPU) when there is more
    than one GPU, and always a 2-rank gloo DDP job sharing the one GPU: one run per job, rank 0
    writing it, ``world_size`` 2, ``gpu_count`` = distinct devices, global batch = 2 × batch.
-5. The architecture on CUDA, no hook left behind, the store round trip.
+5. Peak GPU memory: recorded per run (equal to ``torch.cuda.max_memory_allocated`` read by the
+   check itself after the loop, and larger at a larger batch), stored, and the offers table's
+   estimate for a batch between the two measured ones between their peaks; empty on the CPU.
+6. The architecture on CUDA, no hook left behind, the store round trip.
 """
 
 from __future__ import annotations
@@ -238,6 +241,47 @@ def check_precision(store: Path, device: str) -> None:
 
 
 # ---------------------------------------------------------------------------- 4. parallel
+def check_peak_memory(store: Path, device: str) -> None:
+    import torch
+    from torch import nn
+
+    import gpuperf_magics as gm
+    from gpuperf_magics.memory import peak_memory
+
+    cuda = device.startswith("cuda")
+    peaks, own = {}, {}
+    for n in (32, 128):
+        model = cnn(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        loss_fn = nn.CrossEntropyLoss()
+        x, y = batch(device, n=n)
+        with gm.profile_training(name="gpu-check-memory", store=store) as run:
+            for _ in range(8):
+                opt.zero_grad(set_to_none=True)
+                loss_fn(model(x), y).backward()
+                opt.step()
+        peaks[n] = run.peak_memory_gb
+        if cuda:
+            own[n] = torch.cuda.max_memory_allocated(torch.device(device)) / 2**30
+        del model, opt, x, y
+        if cuda:
+            torch.cuda.empty_cache()
+    if not cuda:
+        check(all(p is None for p in peaks.values()), "CPU run: no peak GPU memory")
+        return
+    check(all(p is not None and abs(p - own[n]) <= 0.01 * own[n] for n, p in peaks.items()),
+          "peak GPU memory = max_memory_allocated after the loop (1 %)",
+          ", ".join(f"batch {n}: {peaks[n]} vs {own[n]:.3f} GiB" for n in peaks))
+    check(peaks[128] is not None and peaks[32] is not None and peaks[128] > peaks[32],
+          "peak grows with the batch")
+    runs = gm.Store(store).runs(network="gpu-check-memory")
+    model = peak_memory(runs)
+    need = model.needed_gb(64) if model is not None else None
+    check(need is not None and runs["peak_memory_gb"].notna().all()
+          and min(peaks.values()) <= need <= max(peaks.values()),
+          "stored peaks give the batch-64 need between the two", f"{need} GiB")
+
+
 def check_data_parallel(store: Path) -> None:
     import torch
     from torch import nn
@@ -349,6 +393,7 @@ def main() -> int:
               "architecture", f"flops/sample {arch.get('arch_flops_fwd_bwd')}, "
               f"depth {arch.get('arch_depth')}, method {arch.get('arch_flops_method')}")
         check_precision(store, device)
+        check_peak_memory(store, device)
         if gpus > 1:
             check_data_parallel(store)
             check_ddp(Path(tmp) / "nccl.sqlite", "nccl",

@@ -4,10 +4,14 @@ Run: ``.venv/bin/python benchmarks/live_line_overhead.py [--rounds 15]``
 
 The hook-floor workload of benchmarks/overhead.py (a near-empty iteration: one tiny linear
 layer, 20,000 steps: about 1 s a round, so the line wakes twice) runs under
-``profile_training`` with a known job length, alternately without and with the live line's thread (updating every 0.5 s into a no-op output, as in a
-kernel minus the message to the front end). Reports the median of the per-round differences
-in µs per iteration. The line's thread only reads the step count; its cost is the thread's
-wake-ups and the GIL it takes meanwhile.
+``profile_training`` with a known job length, alternately without and with the live line's
+thread (updating every 0.5 s into a no-op output, as in a kernel minus the message to the
+front end). With the line, the store's model of the workload is fitted before the loop (off
+the timed window, as the magic does before the cell) and the line's thread asks it once the
+loop has shown its batch: the rounds before fill the store. Reports the median of the
+per-round differences in µs per iteration. The line's thread reads the step count and, once,
+the loop's configuration and the model's answer; its cost is the thread's wake-ups and the
+GIL it takes meanwhile.
 """
 
 from __future__ import annotations
@@ -26,8 +30,11 @@ from torch import nn
 
 from gpuperf_magics.capture import profile_training
 from gpuperf_magics.capture.progress import LiveLine
+from gpuperf_magics.remaining import LivePrior
 
 STEPS = 20_000
+#: The model's seconds per step each round with the line got (None: it did not answer).
+ANSWERS: list[float | None] = []
 
 
 def one_round(store: Path, live: bool) -> float:
@@ -36,7 +43,10 @@ def one_round(store: Path, live: bool) -> float:
     x = torch.randn(2, 4)
     session = profile_training("floor", store, total_iterations=STEPS)
     session.__enter__()
-    line = LiveLine(session.progress, lambda text: None).start() if live else None
+    line = None
+    if live:
+        prior = LivePrior.fit(store, "floor", session.configuration)
+        line = LiveLine(session.progress, lambda text: None, prior=prior).start()
     start = time.perf_counter()
     for _ in range(STEPS):
         opt.zero_grad()
@@ -45,6 +55,7 @@ def one_round(store: Path, live: bool) -> float:
     elapsed = time.perf_counter() - start
     if line is not None:
         line.stop()
+        ANSWERS.append(line.model_per_step)
     session.stop(None)
     return elapsed / STEPS
 
@@ -66,6 +77,10 @@ def main() -> None:
     print(f"per iteration with the line:    median {1e6 * statistics.median(with_line):.1f} µs")
     print(f"difference: median {1e6 * statistics.median(diffs):+.2f} µs per iteration "
           f"(round-to-round spread {1e6 * statistics.pstdev(diffs):.1f} µs)")
+    answered = [a for a in ANSWERS if a is not None]
+    print(f"the store's model answered the line in {len(answered)} of {len(ANSWERS)} rounds"
+          + (f" (median {1e6 * statistics.median(answered):.1f} µs per step)"
+             if answered else ""))
 
 
 if __name__ == "__main__":

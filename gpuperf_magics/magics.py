@@ -212,7 +212,14 @@ class GpuPerf(Magics):
         if not opts.quiet and _live_wanted(shell):
             from gpuperf_magics.capture.progress import LiveLine
 
-            live = LiveLine(session.progress, _UpdatingLine())
+            prior = None
+            if opts.epochs is not None or opts.total_iterations is not None:
+                # The store's model, fitted now rather than on the timed path; the line asks
+                # it once the loop has shown its batch and device (None: the run alone).
+                from gpuperf_magics.remaining import LivePrior
+
+                prior = LivePrior.fit(opts.store, opts.name, session.configuration)
+            live = LiveLine(session.progress, _UpdatingLine(), prior=prior)
         # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
         # to the outer cell so that a failed training cell fails in the notebook too.
         outer = shell.displayhook.exec_result

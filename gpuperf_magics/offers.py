@@ -4,7 +4,9 @@
 device and on the GPU of every offer of the price table
 (:func:`gpuperf_magics.hardware.prices.prices`), at each offer's GPU count, and prices it: job
 cost = predicted time × the instance's price per hour. The cheapest and the fastest offers are
-marked, and with a deadline the cheapest offer whose interval's upper end meets it.
+marked, and with a deadline the cheapest offer whose interval's upper end meets it. Where the
+runs measured their peak GPU memory, an offer whose GPU would not hold the batch is marked
+(:mod:`gpuperf_magics.memory`) and is never the one recommended.
 """
 
 from __future__ import annotations
@@ -23,10 +25,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pandas as pd
 
-__all__ = ["Offers", "format_cost", "offers"]
+__all__ = ["Offers", "format_cost", "offer_label", "offers"]
 
 #: Marks of the ``marks`` column.
 CHEAPEST, FASTEST, DEADLINE = "cheapest", "fastest", "cheapest within deadline"
+TOO_SMALL = "too little memory"
+
+
+def offer_label(provider: str, instance: str, region: str, pricing: str) -> str:
+    """``aws g5.xlarge (us-east-1, on-demand)``: one row of the price table, as the ``offer``
+    column shows it and as ``instances=`` takes it (an instance name alone takes all its rows:
+    every region and pricing)."""
+    return f"{provider} {instance} ({region}, {pricing})"
 
 
 @dataclass
@@ -40,7 +50,10 @@ class Offers:
         One row per offer, the measured device first (``instance`` empty, no price):
         ``offer, provider, region, instance, pricing, gpu, gpus, batch_size, iterations,
         time_s, time_low_s, time_high_s, kind, detail, expected_mape, usd_per_hour,
-        cost_usd, cost_low_usd, cost_high_usd, price_date, marks, note``.
+        price_date, note, memory_gb, gpu_memory_gb, fits, cost_usd, cost_low_usd,
+        cost_high_usd, marks``. ``memory_gb`` is the GPU memory one GPU needs for the batch
+        (NaN when no run measured its peak), ``gpu_memory_gb`` what the GPU has (the
+        catalog's), ``fits`` True, False or None (unknown).
     deadline_s : float or None
         The deadline the ``cheapest within deadline`` mark was chosen for.
     notes : list of str
@@ -89,6 +102,7 @@ class Offers:
                 "expected error": f"±{100 * r['expected_mape']:.0f}%",
                 "$/hour": format_cost(r["usd_per_hour"]),
                 "job cost": format_cost(r["cost_usd"]),
+                "memory": _memory_text(r["memory_gb"], r["gpu_memory_gb"]),
                 "mark": r["marks"],
                 "note": r["note"],
             })
@@ -117,18 +131,36 @@ class Offers:
         )
 
 
+def _memory_text(needed: float, capacity: float) -> str:
+    """``12.3 of 24 GB`` (what one GPU needs for the batch, of what it has), or ``—``."""
+    if not math.isfinite(needed):
+        return "—"
+    if not math.isfinite(capacity):
+        return f"{needed:.1f} GB"
+    return f"{needed:.1f} of {capacity:g} GB"
+
+
 def _select(table: pd.DataFrame, instances: list[str] | None) -> pd.DataFrame:
+    """The rows asked for, in the table's order: an offer label is one row, an instance name
+    all rows of that instance (its regions and pricings)."""
     if instances is None:
         return table
-    known = list(dict.fromkeys(table["instance"]))
-    lowered = {k.lower(): k for k in known}
-    wanted = []
+    labels = [offer_label(*k) for k in table[["provider", "instance", "region", "pricing"]]
+              .itertuples(index=False)]
+    by_label = {label.lower(): i for i, label in enumerate(labels)}
+    names = [str(n).lower() for n in table["instance"]]
+    chosen: set[int] = set()
     for name in instances:
-        if str(name).lower() not in lowered:
+        key = str(name).lower()
+        if key in by_label:
+            chosen.add(by_label[key])
+        elif key in names:
+            chosen.update(i for i, n in enumerate(names) if n == key)
+        else:
+            known = ", ".join(dict.fromkeys(table["instance"]))
             raise PredictionError(f"no price for instance {name!r}; priced instances: "
-                                  + ", ".join(known) + " (add your own with prices=)")
-        wanted.append(lowered[str(name).lower()])
-    return table[table["instance"].isin(wanted)]
+                                  + known + " (add your own with prices=)")
+    return table.iloc[sorted(chosen)]
 
 
 def offers(
@@ -155,7 +187,9 @@ def offers(
     batch_size : int, optional
         Batch size of the job (default: the latest run's).
     instances : list of str, optional
-        Instance names of the price table to compare (default: all of them).
+        Offers of the price table to compare (default: all of them): an instance name takes
+        every row of that instance (its regions, on-demand and spot), an offer label as the
+        ``offer`` column shows it (:func:`offer_label`) one row.
     prices : path or DataFrame, optional
         A price file merged over the built-in prices
         (:func:`gpuperf_magics.hardware.prices.prices`).
@@ -233,8 +267,8 @@ def offers(
             note = (f"scaled to {offer['gpus']} GPUs with no multi-GPU measurement: the "
                     "scaling is the model's assumption")
         rows.append({
-            "offer": f"{offer['provider']} {offer['instance']} ({offer['region']}, "
-                     f"{offer['pricing']})",
+            "offer": offer_label(offer["provider"], offer["instance"], offer["region"],
+                                 offer["pricing"]),
             "provider": offer["provider"], "region": offer["region"],
             "instance": offer["instance"], "pricing": offer["pricing"], "gpu": offer["gpu"],
             "gpus": int(offer["gpus"]), **_prediction(match.iloc[0]),
@@ -242,6 +276,7 @@ def offers(
             "note": note,
         })
     frame = pd.DataFrame(rows)
+    _memory(frame, runs, int(batch_size), notes)
     hours = frame["usd_per_hour"] / 3600
     frame["cost_usd"] = frame["time_s"] * hours
     frame["cost_low_usd"] = frame["time_low_s"] * hours
@@ -262,9 +297,51 @@ def _prediction(row: pd.Series) -> dict[str, Any]:
                                       "time_high_s", "kind", "detail", "expected_mape")}
 
 
+def _memory(frame: pd.DataFrame, runs: pd.DataFrame, batch_size: int,
+            notes: list[str]) -> None:
+    """The ``memory_gb``, ``gpu_memory_gb`` and ``fits`` columns, in place, and a note."""
+    import pandas as pd
+
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+    from gpuperf_magics.memory import HEADROOM, fits, peak_memory
+
+    model = peak_memory(runs)
+    needed, capacity, verdicts = [], [], []
+    for gpu, count in zip(frame["gpu"], frame["gpus"], strict=True):
+        size = math.nan
+        if gpu:
+            try:
+                size = float(lookup(gpu)["gpu_memory_gb"])
+            except (UnknownGPUError, TypeError, ValueError):
+                size = math.nan
+        need = model.needed_gb(batch_size, int(count)) if model is not None and gpu \
+            else math.nan
+        needed.append(need)
+        capacity.append(size)
+        verdicts.append(fits(need, size))
+    frame["memory_gb"] = needed
+    frame["gpu_memory_gb"] = capacity
+    frame["fits"] = pd.Series(verdicts, index=frame.index, dtype=object)
+    if model is None:
+        return
+    short = [o for o, i, ok in zip(frame["offer"], frame["instance"], verdicts, strict=True)
+             if ok is False and i]  # the measured device is no offer
+    one = model.needed_gb(batch_size)
+    notes.append(
+        f"GPU memory for batch {batch_size}: {one:.1f} GB on one GPU ({model.caveat}); "
+        f"{100 * HEADROOM:.0f}% of each GPU is kept for the CUDA context and the allocator"
+        + (f"; {len(short)} offer{'s' if len(short) > 1 else ''} marked '{TOO_SMALL}' would "
+           f"not hold it and {'are' if len(short) > 1 else 'is'} never recommended"
+           if short else ""))
+
+
 def _marks(frame: pd.DataFrame, deadline_s: float | None, notes: list[str]) -> list[str]:
     marks: list[list[str]] = [[] for _ in range(len(frame))]
-    priced = frame[frame["usd_per_hour"].notna()]
+    for i, ok in enumerate(frame["fits"]):
+        if ok is False:
+            marks[i].append(TOO_SMALL)
+    # An offer whose GPU would not hold the batch is no recommendation at any price.
+    priced = frame[frame["usd_per_hour"].notna() & (frame["fits"] != False)]  # noqa: E712
     if not priced.empty:
         marks[frame.index.get_loc(priced["cost_usd"].idxmin())].append(CHEAPEST)
         marks[frame.index.get_loc(priced["time_s"].idxmin())].append(FASTEST)

@@ -8,6 +8,11 @@ the run has few iterations. Moved to another GPU, the own estimate is scaled by 
 ratio of that GPU to the run's device. Each choice is priced with the cheapest offer of the
 price table for its GPU and GPU count.
 
+The same rule weighs the live line of a running cell (:mod:`gpuperf_magics.capture.progress`):
+:func:`blend` is the one place that says how the run's own rate and the store's model share
+an estimate, and :class:`LivePrior` gives the live line the model's time per iteration for
+the configuration the cell runs, fitted before the cell starts.
+
 The :class:`~gpuperf_magics.run.Run` record stays free of the store and the model: this module
 reads the run from the store and asks :mod:`gpuperf_magics.predict`.
 """
@@ -16,6 +21,8 @@ from __future__ import annotations
 
 import html
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +34,38 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pandas as pd
 
-__all__ = ["PRIOR_ITERATIONS", "Remaining", "check_remaining_options", "remaining_time"]
+__all__ = [
+    "PRIOR_ITERATIONS",
+    "LivePrior",
+    "Remaining",
+    "blend",
+    "check_remaining_options",
+    "remaining_time",
+]
 
 #: Weight of the store's model in the per-iteration estimate, in steady iterations: after
 #: ``n`` of them the run's own mean weighs ``n / (n + PRIOR_ITERATIONS)``.
 PRIOR_ITERATIONS = 20
+
+
+def blend(own: float | None, steady: int, model: float | None) -> tuple[float | None, float]:
+    """Seconds per iteration from the run's own steady iterations and the store's model.
+
+    While a run is young its own mean rests on few iterations and the model leads; as its
+    steady iterations add up the run takes over: after ``steady`` of them its mean weighs
+    ``steady / (steady + PRIOR_ITERATIONS)``. Either one alone where the other is missing.
+
+    Returns
+    -------
+    (float or None, float)
+        The estimate (None when neither is known) and the weight of the run's own mean.
+    """
+    if model is None or not math.isfinite(model):
+        return own, (1.0 if own is not None else 0.0)
+    if own is None or steady <= 0:
+        return model, 0.0
+    weight = steady / (steady + PRIOR_ITERATIONS)
+    return weight * own + (1 - weight) * model, weight
 #: Relative half-width of the interval when the store has no model to give one.
 FALLBACK_ERROR = 0.1
 
@@ -248,9 +282,9 @@ def remaining_time(
         per_it, low_ratio, high_ratio = own, 1 - FALLBACK_ERROR, 1 + FALLBACK_ERROR
         basis = f"{len(steady)} steady iterations of the run"
     else:
-        # The run's own mean takes over from the model as its steady iterations add up.
-        weight = len(steady) / (len(steady) + PRIOR_ITERATIONS) if own is not None else 0.0
-        per_it = weight * (own or 0.0) + (1 - weight) * float(model_row["time_s"])
+        blended, weight = blend(own, len(steady), float(model_row["time_s"]))
+        assert blended is not None  # the model gave a time
+        per_it = blended
         low_ratio = float(model_row["time_low_s"] / model_row["time_s"])
         high_ratio = float(model_row["time_high_s"] / model_row["time_s"])
         basis = (f"{len(steady)} steady iterations of the run ({100 * weight:.0f}%) and the "
@@ -287,3 +321,105 @@ def remaining_time(
                  "happened in the recorded part")
     return Remaining(run_id=rid, network=run.network, status=run.status, done=done,
                      total=total, elapsed_s=elapsed, frame=out, notes=notes)
+
+
+#: What the live line needs to ask the model: network, batch size, GPU name (None on the
+#: CPU) and GPU count of the running loop, or None while the loop has not shown them yet.
+Configuration = tuple[str, int, str | None, int]
+
+
+class LivePrior:
+    """The store's model of one network, fitted before a profiled cell runs, answering the
+    time per iteration of the configuration the cell turns out to run.
+
+    The live line calls it from its thread at each update until it answers: the first call
+    that finds the configuration known asks the model once (a prediction from the model
+    fitted before the cell, a few milliseconds) and keeps the answer. A cell of another
+    network than the one fitted gets None: fitting during the loop would compete with it.
+    Nothing here raises: a model that cannot answer leaves the line to the run's own steps.
+
+    Parameters
+    ----------
+    store : Store
+    network : str
+        The network the model was fitted for.
+    configuration : callable
+        Returns the running loop's :data:`Configuration`, or None while it is not known.
+    """
+
+    def __init__(self, store: Any, network: str,
+                 configuration: Callable[[], Configuration | None]) -> None:
+        self.store = store
+        self.network = network
+        self._configuration = configuration
+        self._answered = False
+        self._value: float | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def fit(cls, store: Any, network: str | None,
+            configuration: Callable[[], Configuration | None]) -> LivePrior | None:
+        """The prior of ``network`` (default: the store's latest network), its model fitted
+        now (or taken from the cache of this store revision); None when the store has no
+        model of it, for whatever reason."""
+        try:
+            from gpuperf_magics.predict import fit_store
+            from gpuperf_magics.store import Store
+
+            st = store if isinstance(store, Store) else Store(store)
+            _, runs = fit_store(st, network)
+            net = str(runs["network"].iloc[0])
+        except Exception:  # no store, no run, no model: the cell runs all the same
+            return None
+        try:
+            # One answer now, at the latest run's batch: what the model prepares lazily on
+            # its first prediction is done here, not in the thread beside the loop.
+            from gpuperf_magics.predict import predict_time
+
+            batch = runs["batch_size"].dropna()
+            predict_time(st, net, iterations=1,
+                         batch_sizes=[int(batch.iloc[-1])] if len(batch) else None)
+        except Exception:
+            pass
+        return cls(st, net, configuration)
+
+    def __call__(self) -> float | None:
+        """Seconds per iteration the model gives the running configuration; None until the
+        configuration is known, and for good when the model cannot answer it."""
+        with self._lock:
+            if self._answered:
+                return self._value
+            try:
+                config = self._configuration()
+            except Exception:
+                config = None
+            if config is None:
+                return None
+            self._answered = True
+            try:
+                self._value = self._ask(*config)
+            except Exception:
+                self._value = None
+            return self._value
+
+    def _ask(self, network: str, batch_size: int, gpu: str | None, gpu_count: int) -> float | None:
+        from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+        from gpuperf_magics.predict import predict_time
+
+        if network.lower() != self.network.lower():
+            return None
+        frame = predict_time(self.store, self.network, batch_sizes=[int(batch_size)],
+                             iterations=1, gpus=[gpu] if gpu else None,
+                             gpu_count=max(1, gpu_count) if gpu else None).frame
+        if gpu is None:
+            rows = frame[frame["gpu"].isna()]
+        else:
+            try:
+                names = {gpu, str(lookup(gpu)["gpu_name"])}
+            except UnknownGPUError:
+                names = {gpu}
+            rows = frame[frame["gpu"].isin(names)]
+        if rows.empty:
+            return None
+        value = float(rows["time_s"].iloc[0])
+        return value if math.isfinite(value) and value > 0 else None

@@ -137,6 +137,10 @@ class Run:
         User ``--tag key=value`` pairs.
     notes : list of str
         Human-readable remarks (busy machine, skipped AMP steps, no store...).
+    peak_memory_gb : float or None
+        Peak GPU memory the run's tensors took (``torch.cuda.max_memory_allocated`` of the
+        training's device, GiB); None on the CPU or when the device could not say. What
+        would not fit on another GPU is judged from it (:mod:`gpuperf_magics.memory`).
     run_id : int or None
         Row id once saved in a store.
     """
@@ -158,6 +162,7 @@ class Run:
     error: str | None = None
     created_at: str | None = None
     source: str = "profile"
+    peak_memory_gb: float | None = None
     run_id: int | None = None
     store_path: str | None = None
     target_store: str | None = field(default=None, repr=False)
@@ -250,6 +255,7 @@ class Run:
             "warmup_iterations": self.warmup_iterations,
             "recorded_iterations": len(self.iterations),
             "error": self.error,
+            "peak_memory_gb": self.peak_memory_gb,
             "hardware": dict(self.hardware),
             "arch": dict(self.architecture),
             "hyper": dict(self.hyper),
@@ -372,6 +378,8 @@ class Run:
         for name, value in self.phase_medians().items():
             rows.append((f"phase {name}", format_seconds(value)))
         rows.append(("device", self._device_label()))
+        if self.peak_memory_gb is not None:
+            rows.append(("peak GPU memory", f"{self.peak_memory_gb:.2f} GiB"))
         arch = self.architecture
         if arch.get("arch_params") is not None:
             rows.append(("parameters", f"{arch['arch_params']:,}"))

@@ -101,6 +101,33 @@ def _catalog_name(name: str | None) -> str | None:
         return None
 
 
+def _offer_choices(table: Any) -> list[tuple[str, str]]:
+    """One choice per row of the price table: an instance's on-demand and spot prices (or its
+    regions) are separate offers. The value is the instance name where the table has one row
+    of it, else the row's offer label; both are what :func:`~gpuperf_magics.offers.offers`
+    takes as ``instances``."""
+    from gpuperf_magics.offers import offer_label
+
+    counts = table["instance"].value_counts()
+    return [(f"{r.provider} {r.instance} ({r.gpus}× {r.gpu}, {r.region}, {r.pricing})",
+             r.instance if counts[r.instance] == 1
+             else offer_label(r.provider, r.instance, r.region, r.pricing))
+            for r in table.itertuples()]
+
+
+def _preselected(table: Any, choices: list[tuple[str, str]], builtin: Any) -> list[str]:
+    """The offers selected when the panel opens: the user's own rows (added, or replacing a
+    built-in price) first, then the table's first rows; :data:`DEFAULT_OFFERS` in all."""
+    from gpuperf_magics.hardware.prices import KEY
+
+    shipped = {tuple(k): (p, src) for *k, p, src in
+               builtin[[*KEY, "usd_per_hour", "source"]].itertuples(index=False)}
+    rows = table[[*KEY, "usd_per_hour", "source"]].itertuples(index=False)
+    own = [i for i, (*k, p, src) in enumerate(rows) if shipped.get(tuple(k)) != (p, src)]
+    order = own + [i for i in range(len(choices)) if i not in own]
+    return [choices[i][1] for i in order[:DEFAULT_OFFERS]]
+
+
 class WhatIfPanel:
     """A panel of controls and a result area; ``panel.widget`` is what a notebook displays.
 
@@ -238,10 +265,9 @@ class WhatIfPanel:
         self.features: dict[str, Any] = {}
         self._feature_box = w.VBox()
         self.result = w.HTML()
-        choices = [(f"{r.provider} {r.instance} ({r.gpus}× {r.gpu}, {r.pricing})", r.instance)
-                   for r in price_table.drop_duplicates("instance").itertuples()]
+        choices = _offer_choices(price_table)
         self.instances = w.SelectMultiple(
-            options=choices, value=[v for _, v in choices[:DEFAULT_OFFERS]],
+            options=choices, value=_preselected(price_table, choices, load_prices()),
             description="offers", rows=min(8, max(1, len(choices))), style=style,
             layout=w.Layout(width="520px"))
         self.deadline = w.BoundedFloatText(value=deadline_h or 0, min=0, max=1_000_000,
@@ -286,7 +312,7 @@ class WhatIfPanel:
         import pandas as pd
 
         from gpuperf_magics.hardware.catalog import gpus
-        from gpuperf_magics.predict import BASE_FEATURES, PredictionError
+        from gpuperf_magics.predict import BASE_FEATURES, PredictionError, robust_times
         from gpuperf_magics.store import StoreError
 
         model = None
@@ -302,9 +328,11 @@ class WhatIfPanel:
         latest = runs.iloc[-1] if len(runs) else pd.Series(dtype=object)
         self._measured_batches = {int(b) for b in runs["batch_size"].dropna()} \
             if model is not None else set()
-        # Measured seconds per iteration by batch size: the plot's points, scaled to the job.
-        per_it = (runs["time_s"] / runs["iterations"]).groupby(runs["batch_size"]).median() \
-            if model is not None and len(runs) else pd.Series(dtype=float)
+        # Measured seconds per iteration by batch size, as the model learns them (a profiled
+        # run's robust steady time, the median run of each batch size): the plot's points.
+        per_it = (robust_times(self.store, runs) / runs["iterations"]).groupby(
+            runs["batch_size"]).median() if model is not None and len(runs) \
+            else pd.Series(dtype=float)
         self._measured_per_iteration = {int(b): float(t) for b, t in per_it.items()}
 
         gpu = latest.get("gpu")

@@ -399,6 +399,16 @@ class FakeCuda:
         self.now = 0.0
         self.done = 0.0
         self.syncs = 0
+        self.allocated = 0  # bytes the fake allocator holds now and at its peak
+        self.peak = 0
+        self.resets = 0
+
+    def reset_peak_memory_stats(self, device: object = None) -> None:
+        self.resets += 1
+        self.peak = self.allocated
+
+    def max_memory_allocated(self, device: object = None) -> int:
+        return self.peak
 
     def Event(self, enable_timing: bool = False) -> FakeEvent:
         return FakeEvent(self, enable_timing)
@@ -518,6 +528,84 @@ def test_session_on_the_cuda_event_path(monkeypatch):
     assert all(it.duration_s > 0 for it in run.iterations)
     for it in run.iterations[1:]:
         assert sum(it.phases.values()) == pytest.approx(it.duration_s, rel=1e-6)
+
+
+def test_the_peak_gpu_memory_is_reset_before_the_loop_and_kept_with_the_run(monkeypatch,
+                                                                             tmp_path):
+    """Peak memory at the CUDA seam: reset when timing starts, read once at the end, saved."""
+    from gpuperf_magics.capture import recorder as recorder_mod
+    from gpuperf_magics.capture.clock import CudaPeakMemory
+
+    cuda = WallClockCuda()
+    cuda.allocated = cuda.peak = 9 * 2**30  # left over from an earlier cell: not this run's
+    monkeypatch.setattr(recorder_mod, "make_clock", lambda device, sync: CudaEventClock(cuda))
+    monkeypatch.setattr(recorder_mod, "make_peak_memory",
+                        lambda device: CudaPeakMemory(cuda, device))
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    store = tmp_path / "runs.sqlite"
+    with gm.profile_training(store=store) as run:
+        cuda.allocated = 2**30  # the first cell's tensors were freed before this loop
+        assert cuda.resets == 0
+        for step in range(6):
+            opt.zero_grad()
+            loss_fn(model(torch.randn(16, 32)), torch.randint(0, 10, (16,))).backward()
+            opt.step()
+            assert cuda.resets == 1  # once, when timing began; never per iteration
+            cuda.peak = max(cuda.peak, int(1.5 * 2**30) + step)
+    assert run.peak_memory_gb == pytest.approx(1.5)
+    assert gm.Store(store).runs()["peak_memory_gb"].tolist() == pytest.approx([1.5])
+    assert gm.Store(store).get_run(run.run_id).peak_memory_gb == pytest.approx(1.5)
+
+
+def test_a_failing_peak_memory_reader_costs_only_the_figure(monkeypatch):
+    from gpuperf_magics.capture import recorder as recorder_mod
+    from gpuperf_magics.capture.clock import CudaPeakMemory
+
+    class Broken(WallClockCuda):
+        def max_memory_allocated(self, device: object = None) -> int:
+            raise RuntimeError("CUDA error: device lost")
+
+    cuda = Broken()
+    monkeypatch.setattr(recorder_mod, "make_clock", lambda device, sync: CudaEventClock(cuda))
+    monkeypatch.setattr(recorder_mod, "make_peak_memory",
+                        lambda device: CudaPeakMemory(cuda, device))
+    model = mlp()
+    with gm.profile_training(save=False) as run:
+        train(model, torch.optim.SGD(model.parameters(), lr=0.01), steps=4)
+    assert len(run.iterations) == 4 and run.peak_memory_gb is None
+
+
+def test_on_the_cpu_the_peak_gpu_memory_stays_unknown():
+    model = mlp()
+    with gm.profile_training(save=False) as run:
+        train(model, torch.optim.SGD(model.parameters(), lr=0.01), steps=4)
+    assert run.peak_memory_gb is None
+    assert run.to_record()["peak_memory_gb"] is None
+
+
+def test_the_running_configuration_is_known_after_the_first_step():
+    """What the live line asks the store's model with, read while the loop runs."""
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    session = gm.profile_training(save=False)
+    seen = []
+    with session as run:
+        for _ in range(40):  # past the steps whose model calls are watched
+            seen.append(session.configuration())
+            for _ in range(4):  # accumulation: 4 micro-batches of 8 per step
+                loss_fn(model(torch.randn(8, 32)), torch.randint(0, 10, (8,))).backward()
+            opt.step()
+            opt.zero_grad()
+    assert seen[0] is None  # no complete step yet
+    assert set(seen[2:]) == {("Sequential-2.76K", 32, None, 0)}
+    assert run.network == "Sequential-2.76K" and run.batch_size == 32
+    named = gm.profile_training("mine", save=False)
+    with named:
+        train(model, opt, steps=3)
+        assert named.configuration() == ("mine", 16, None, 0)
 
 
 def test_accumulation_counts_epochs_in_optimizer_steps():

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
 
-from gpuperf_magics.capture.progress import (
-    PRIOR_STEPS,
-    WARMUP_STEPS,
-    LiveLine,
-    RemainingEstimator,
-)
+from gpuperf_magics.capture import progress
+from gpuperf_magics.capture.progress import WARMUP_STEPS, LiveLine, RemainingEstimator
+from gpuperf_magics.remaining import PRIOR_ITERATIONS
 
 NOON = dt.datetime(2026, 12, 1, 12, 0, 0)
 
@@ -51,7 +49,7 @@ def test_the_model_leads_while_the_run_is_young():
     assert est.update(0.1, 1, NOON).per_step_s == 0.2  # warm-up: the model alone
     est.update(1.0, WARMUP_STEPS, NOON)
     young = est.update(1.0 + 0.1 * 5, WARMUP_STEPS + 5, NOON)
-    weight = 5 / (5 + PRIOR_STEPS)
+    weight = 5 / (5 + PRIOR_ITERATIONS)  # remaining.blend's rule, the one of stopped runs
     assert young.per_step_s == pytest.approx(weight * 0.1 + (1 - weight) * 0.2)
     old = est.update(1.0 + 0.1 * 500, WARMUP_STEPS + 500, NOON)
     assert abs(old.per_step_s - 0.1) < abs(young.per_step_s - 0.1)
@@ -90,49 +88,155 @@ def test_the_thread_stops_and_draws_the_last_state():
     assert shown == ["10/10 it · elapsed 1.0 s · estimating…"]
 
 
+def test_the_line_asks_the_model_until_it_answers_then_blends_it():
+    job = FakeJob(total=1000)
+    answers = [None, None, 0.2]  # the loop shows its configuration at the third update
+    asked = []
+
+    def prior():
+        asked.append(1)
+        return answers[min(len(asked), len(answers)) - 1]
+
+    shown = []
+    live = LiveLine(job.progress, shown.append, clock=job.clock, wall=job.wall, prior=prior)
+    job.steps, job.now = 1, 0.5
+    assert live.tick().endswith("estimating…")  # warm-up, no model yet
+    job.steps, job.now = WARMUP_STEPS, 1.0
+    live.tick()
+    job.steps, job.now = WARMUP_STEPS + 5, 1.5  # 5 steps of 0.1 s
+    line = live.tick()
+    assert live.model_per_step == 0.2 and len(asked) == 3
+    weight = 5 / (5 + PRIOR_ITERATIONS)
+    assert f"{1e3 * (weight * 0.1 + (1 - weight) * 0.2):.1f} ms/it" in line
+    job.steps, job.now = WARMUP_STEPS + 6, 1.6
+    live.tick()
+    assert len(asked) == 3  # answered once: never asked again
+
+
+def test_a_failing_prior_leaves_the_line_to_the_run():
+    job = FakeJob(total=100)
+
+    def prior():
+        raise RuntimeError("the store went away")
+
+    live = LiveLine(job.progress, lambda text: None, clock=job.clock, wall=job.wall,
+                    prior=prior)
+    job.steps, job.now = WARMUP_STEPS, 1.0
+    live.tick()
+    job.steps, job.now = WARMUP_STEPS + 10, 2.0
+    assert "100.0 ms/it" in live.tick() and live.model_per_step is None
+
+
+def test_the_thread_redraws_the_line_as_the_job_moves():
+    """The thread, not the test, calls tick(): each update shows new content."""
+    job = FakeJob(total=10)
+    shown, drawn = [], threading.Event()
+
+    def steps():
+        job.steps = min(job.steps + 1, 10)  # one step per update, a second each
+        job.now += 1.0
+        return job.progress()
+
+    def show(text):
+        shown.append(text)
+        if len(shown) >= 4:
+            drawn.set()
+
+    live = LiveLine(steps, show, clock=job.clock, wall=job.wall, interval=0.001).start()
+    assert drawn.wait(30), "the live line's thread never drew"
+    live.stop()
+    assert len(set(shown)) == len(shown) >= 4  # every redraw says something new
+    assert [t.split(" it")[0] for t in shown[:3]] == ["1/10", "2/10", "3/10"]
+
+
 CELL = """
 import torch
 from torch import nn
 model = nn.Linear(4, 2)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for _ in range(300):
+for step in range(300):
+    if step == 150:
+        wait_for_the_line()  # the thread draws while the loop is under way
     opt.zero_grad()
     model(torch.randn(8, 4)).sum().backward()
     opt.step()
 """
 
 
-def test_the_magic_shows_one_updating_output_per_cell(ip, monkeypatch, tmp_path):
+@pytest.fixture
+def outputs(ip, monkeypatch):
+    """What the magic displays: the first output of each display id and its updates."""
     from IPython.core import display_functions
 
     from gpuperf_magics import magics
 
-    calls = {"display": 0, "update": 0}
+    seen = {"display": [], "update": []}
+    updated = threading.Event()
 
     class Handle:
         def update(self, obj, **kwargs):
-            calls["update"] += 1
+            seen["update"].append(obj["text/plain"])
+            updated.set()
 
     def display(obj, **kwargs):
         if kwargs.get("display_id"):
-            calls["display"] += 1
+            seen["display"].append(obj["text/plain"])
             return Handle()
         return None
 
+    def wait_for_the_line():
+        updated.clear()
+        assert updated.wait(30), "the live line was not redrawn while the loop ran"
+
     monkeypatch.setattr(display_functions, "display", display)
-    monkeypatch.setattr(magics, "_live_wanted", lambda shell: True)
     monkeypatch.setattr("IPython.display.display", display)
-    ip.run_cell_magic("profile_training",
-                      f"--store {tmp_path / 'runs.sqlite'} --total-iterations 300", CELL)
-    assert calls["display"] == 1  # one output for the cell, updated in place
-    assert calls["update"] < 300  # never one per iteration
-    calls["display"] = 0
-    ip.run_cell_magic("profile_training", f"--store {tmp_path / 'runs.sqlite'}", CELL)
-    assert calls["display"] == 0  # no job length: no line
-    calls["display"] = 0
-    ip.run_cell_magic("profile_training",
-                      f"--store {tmp_path / 'runs.sqlite'} --total-iterations 300 -q", CELL)
-    assert calls["display"] == 0  # -q: nothing at all
+    monkeypatch.setattr(magics, "_live_wanted", lambda shell: True)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.01)
+    ip.user_ns["wait_for_the_line"] = wait_for_the_line
+    yield seen
+    ip.user_ns.pop("wait_for_the_line", None)
+
+
+def test_the_magic_shows_one_updating_output_per_cell(ip, outputs, tmp_path):
+    store = tmp_path / "runs.sqlite"
+    ip.run_cell_magic("profile_training", f"--store {store} --total-iterations 300", CELL)
+    assert len(outputs["display"]) == 1  # one output for the cell, updated in place
+    lines = outputs["display"] + outputs["update"]
+    assert 2 <= len(lines) < 300  # redrawn while it ran, never once per iteration
+    assert len(set(lines)) == len(lines)  # each redraw changed what it says
+    done = [int(t.split("/")[0].replace(",", "")) for t in lines]
+    assert done[0] <= 150 and done == sorted(done)
+    assert lines[-1].startswith("300/300 it")
+    for line in ("", " -q"):
+        outputs["display"].clear()
+        # No job length (first), or -q: no line at all.
+        args = f"--store {store}" + (" --total-iterations 300" + line if line else "")
+        ip.run_cell_magic("profile_training", args,
+                          CELL.replace("wait_for_the_line()", "pass"))
+        assert outputs["display"] == []
+
+
+def test_the_line_starts_from_the_stores_model_of_the_network(ip, outputs, tmp_path,
+                                                              monkeypatch):
+    lines = []
+
+    class Recording(LiveLine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            lines.append(self)
+
+    monkeypatch.setattr(progress, "LiveLine", Recording)
+    store = tmp_path / "runs.sqlite"
+    for _ in range(2):  # the second cell finds the first one's run in the store
+        ip.run_cell_magic("profile_training",
+                          f"--store {store} -n lin --total-iterations 300", CELL)
+    first, second = lines
+    assert first.model_per_step is None  # an empty store: the run alone
+    assert second.model_per_step is not None and second.model_per_step > 0
+    # Another network, unnamed: the store's model of 'lin' is not this one's.
+    ip.run_cell_magic("profile_training", f"--store {store} --total-iterations 300",
+                      CELL.replace("nn.Linear(4, 2)", "nn.Linear(4, 3)"))
+    assert lines[-1].model_per_step is None
 
 
 def test_no_live_line_outside_a_kernel(ip):

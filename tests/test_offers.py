@@ -41,7 +41,14 @@ def test_rows_are_the_measured_device_then_every_priced_instance(store):
     assert (frame["time_low_s"] <= frame["time_s"]).all()
     assert (frame["time_s"] <= frame["time_high_s"]).all()
     assert frame.iloc[0]["kind"] == "interpolation"
-    assert (frame["kind"][1:] == "transfer").all() and (frame["expected_mape"] > 0).all()
+    # One T4 is the measured device: its offer interpolates, several T4s extrapolate the GPU
+    # count, and every other GPU transfers.
+    priced = frame.iloc[1:]
+    t4 = priced["gpu"] == "Tesla T4"
+    assert (priced.loc[t4 & (priced["gpus"] == 1), "kind"] == "interpolation").all()
+    assert (priced.loc[t4 & (priced["gpus"] > 1), "kind"] == "extrapolation").all()
+    assert (priced.loc[~t4, "kind"] == "transfer").all() and t4.any()
+    assert (frame["expected_mape"] > 0).all()
 
 
 def test_cost_is_time_times_instance_price_and_marks_follow(store):
@@ -114,3 +121,106 @@ def test_tables_for_people(store):
 def test_bad_requests_are_refused(store, kwargs, error, message):
     with pytest.raises(error, match=message):
         offers(store, **kwargs)
+
+
+# --------------------------------------------------------------------------- GPU memory
+def _with_peaks(path, peaks, gpu="T4"):
+    """Imported per-step times whose runs measured their peak GPU memory (GiB)."""
+    batches = list(peaks)
+    gm.Store(path).import_table(
+        pd.DataFrame({"network": "resnet", "batch_size": batches,
+                      "time_s": [0.01 + 0.001 * b for b in batches],
+                      "peak_memory_gb": list(peaks.values())}), gpu=gpu)
+    return path
+
+
+def test_offers_whose_gpu_would_not_hold_the_batch_are_marked_and_never_recommended(tmp_path):
+    # 2 GiB of weights and optimizer state, 0.1 GiB per sample, measured at four batches.
+    store = _with_peaks(tmp_path / "runs.sqlite", {b: 2 + 0.1 * b for b in (16, 32, 64, 128)})
+    result = offers(store, iterations=10_000, batch_size=256,
+                    instances=["g4dn.xlarge", "g6e.xlarge", "g4dn.metal", "p5.48xlarge"])
+    frame = result.frame.set_index("instance")
+    # One GPU needs 2 + 0.1 × 256 = 27.6 GiB; eight split the batch: 2 + 0.1 × 32 = 5.2.
+    assert frame.loc["g4dn.xlarge", "memory_gb"] == pytest.approx(27.6)
+    assert frame.loc["g4dn.metal", "memory_gb"] == pytest.approx(5.2)
+    assert frame.loc["g4dn.xlarge", "gpu_memory_gb"] == 16
+    assert frame.loc["g4dn.xlarge", "fits"] is False and "too little memory" in \
+        frame.loc["g4dn.xlarge", "marks"]
+    assert frame.loc["g6e.xlarge", "fits"] is True  # 27.6 of an L40S's 48 GB
+    assert frame.loc["g4dn.metal", "fits"] is True and frame.loc["p5.48xlarge", "fits"] is True
+    assert frame.loc[result.fastest["instance"], "fits"] is True
+    assert "27.6 of 16 GB" in result.table()["memory"].tolist()
+    # The cheapest offer is the cheapest that holds the batch, not the T4 that cannot.
+    t4s = offers(store, iterations=10_000, batch_size=256,
+                 instances=["g4dn.xlarge", "g4dn.metal", "p5.48xlarge"])
+    one_t4 = t4s.frame.set_index("instance").loc["g4dn.xlarge"]
+    assert t4s.cheapest["instance"] != "g4dn.xlarge"
+    assert one_t4["cost_usd"] < t4s.cheapest["cost_usd"]
+    note = next(n for n in result.notes if n.startswith("GPU memory for batch 256"))
+    assert "fitted to the peaks at batch 16, 32, 64, 128" in note
+    assert "1 offer marked 'too little memory'" in note
+    # A batch the T4 holds: nothing marked.
+    small = offers(store, iterations=10_000, batch_size=64, instances=["g4dn.xlarge"]).frame
+    assert small.iloc[1]["fits"] is True and "too little memory" not in small.iloc[1]["marks"]
+
+
+def test_with_a_peak_at_one_batch_the_need_grows_in_proportion_and_says_so(tmp_path):
+    store = _with_peaks(tmp_path / "runs.sqlite", {32: 6.0})
+    result = offers(store, iterations=1000, batch_size=128, instances=["g5.xlarge"])
+    assert result.frame.iloc[1]["memory_gb"] == pytest.approx(24.0)  # 6 GiB × 128 / 32
+    assert result.frame.iloc[1]["fits"] is False  # 24 GiB > 90% of an A10G's 24 GB
+    assert any("scaled in proportion from the peak at batch 32" in n for n in result.notes)
+
+
+def test_without_a_measured_peak_nothing_is_marked(store):
+    result = offers(store, iterations=1000, batch_size=4096)
+    frame = result.frame
+    assert frame["memory_gb"].isna().all() and frame["fits"].isna().all()
+    assert not frame["marks"].str.contains("memory").any()
+    assert (result.table()["memory"] == "—").all()
+    assert not any("GPU memory" in n for n in result.notes)
+
+
+def test_peaks_measured_by_a_profiled_cell_mark_the_offers(tmp_path, monkeypatch):
+    """From the CUDA seam (faked) through a real store to the marks."""
+    import torch
+    from torch import nn
+
+    from gpuperf_magics.capture import recorder as recorder_mod
+    from gpuperf_magics.capture.clock import CudaPeakMemory
+
+    class Allocator:  # torch.cuda's two peak-memory calls, on a fake device
+        peak = 0
+
+        def reset_peak_memory_stats(self, device=None):
+            self.peak = 0
+
+        def max_memory_allocated(self, device=None):
+            return self.peak
+
+    fake = Allocator()
+    monkeypatch.setattr(recorder_mod, "make_peak_memory",
+                        lambda device: CudaPeakMemory(fake, device))
+    path = tmp_path / "runs.sqlite"
+    model = nn.Linear(8, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for batch in (16, 64):
+        with gm.profile_training("linear", store=path):
+            for _ in range(6):
+                opt.zero_grad()
+                model(torch.randn(batch, 8)).sum().backward()
+                opt.step()
+                fake.peak = (1 + batch // 16) * 2**30  # 1 GiB fixed + 1 GiB per 16 samples
+    runs = gm.Store(path).runs(columns=["batch_size", "peak_memory_gb"])
+    assert runs["peak_memory_gb"].tolist() == pytest.approx([2.0, 5.0])
+    result = offers(path, iterations=100, batch_size=256, instances=["g4dn.xlarge"])
+    assert result.frame.iloc[1]["memory_gb"] == pytest.approx(17.0)  # 1 + 256 / 16
+    assert "too little memory" in result.frame.iloc[1]["marks"]
+
+
+def test_spot_and_on_demand_prices_of_one_instance_are_separate_offers(store):
+    both = offers(store, iterations=1000, instances=["a3-ultragpu-8g"]).frame
+    assert list(both["pricing"][1:]) == ["on-demand", "spot"]
+    spot = offers(store, iterations=1000,
+                  instances=["gcp a3-ultragpu-8g (us-central1, spot)"]).frame
+    assert list(spot["offer"][1:]) == ["gcp a3-ultragpu-8g (us-central1, spot)"]

@@ -22,6 +22,49 @@ def test_builtin_rows_are_complete_and_name_catalog_gpus():
     assert g5["gpu"] == "NVIDIA A10G" and g5["usd_per_hour"] == pytest.approx(1.006)
 
 
+def test_builtin_rows_cover_the_common_instances_with_their_gpus():
+    table = prices()
+    by_key = {(r.provider, r.instance, r.pricing): r for r in table.itertuples()}
+    expected = {  # (provider, instance): (catalog GPU, GPUs per instance)
+        ("aws", "g4dn.xlarge"): ("Tesla T4", 1), ("aws", "g4dn.12xlarge"): ("Tesla T4", 4),
+        ("aws", "g5.xlarge"): ("NVIDIA A10G", 1), ("aws", "g5.48xlarge"): ("NVIDIA A10G", 8),
+        ("aws", "g6.xlarge"): ("NVIDIA L4", 1), ("aws", "g6e.xlarge"): ("NVIDIA L40S", 1),
+        ("aws", "p3.2xlarge"): ("Tesla V100-SXM2-16GB", 1),
+        ("aws", "p3.16xlarge"): ("Tesla V100-SXM2-16GB", 8),
+        ("aws", "p4d.24xlarge"): ("NVIDIA A100-SXM4-40GB", 8),
+        ("aws", "p4de.24xlarge"): ("NVIDIA A100-SXM4-80GB", 8),
+        ("aws", "p5.48xlarge"): ("NVIDIA H100 80GB HBM3", 8),
+        ("aws", "p5en.48xlarge"): ("NVIDIA H200", 8),
+        ("azure", "Standard_NC24ads_A100_v4"): ("NVIDIA A100 80GB PCIe", 1),
+        ("azure", "Standard_NC40ads_H100_v5"): ("NVIDIA H100 NVL", 1),
+        ("lambda", "gpu_1x_a100_sxm4"): ("NVIDIA A100-SXM4-40GB", 1),
+    }
+    for (provider, instance), (gpu, count) in expected.items():
+        row = by_key[(provider, instance, "on-demand")]
+        assert (row.gpu, row.gpus) == (gpu, count), instance
+    # GPUs per instance follow AWS's sizes: 12xlarge = 4, 48xlarge = 8 for g4dn/g5/g6/g6e.
+    aws = table[(table["provider"] == "aws") & table["instance"].str.match(r"g(4dn|5|6e?)\.")]
+    sizes = {"xlarge": 1, "12xlarge": 4, "48xlarge": 8, "metal": 8}
+    assert (aws["instance"].str.split(".").str[1].map(sizes) == aws["gpus"]).all()
+    assert {"aws", "azure", "gcp", "lambda"} <= set(table["provider"])
+    assert "spot" in set(table["pricing"])
+
+
+def test_builtin_prices_are_dated_sourced_current_and_each_gpu_is_in_the_catalog():
+    from gpuperf_magics.hardware.catalog import gpus
+
+    table = prices()
+    read = datetime.date(2026, 12, 1)  # when the file was last read against its sources
+    assert all(read - datetime.timedelta(days=366) <= d <= read for d in table["date"])
+    assert set(table["gpu"]) <= set(gpus()["name"])
+    assert not (table["pricing"] == "capacity-block").any()  # expired reservation rates gone
+    # The source is a page at a fixed version where it has one (a commit, a dated snapshot).
+    github = table[table["source"].str.startswith("https://github.com/")]
+    assert github["source"].str.contains(r"/blob/[0-9a-f]{40}/").all()
+    # The panel preselects the first ten rows: common single-GPU offers, one GPU count.
+    assert (table["gpus"].iloc[:10] == 1).all()
+
+
 def test_a_user_file_adds_rows_and_replaces_builtin_ones_in_place(tmp_path):
     path = tmp_path / "mine.csv"
     path.write_text("# my negotiated prices\n" + HEADER

@@ -587,6 +587,79 @@ def test_a_version_1_file_gains_run_uids(tmp_path: Path) -> None:
     assert store.migrate() == (latest_version(), latest_version())
 
 
+#: The columns a run's uid hashed in schema version 2, in order (hardware_id excluded).
+V2_UID_COLUMNS = (
+    "created_at", "network", "batch_size", "iterations", "time_s", "status", "source", "gpu",
+    "gpu_count", "device", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
+    "samples_per_s", "warmup_iterations", "recorded_iterations", "error", "arch", "hyper",
+    "quality", "tags", "features", "notes",
+)
+
+
+def _v2_uid(path: Path, run_id: int) -> str:
+    """The uid schema version 2 gave this stored run."""
+    from gpuperf_magics.store.records import ITERATION_FIELDS, content_uid
+
+    names = ", ".join("r." + n for n in V2_UID_COLUMNS)
+    row = sql(path, f"SELECT {names}, h.info FROM runs AS r LEFT JOIN hardware AS h "
+                    "ON h.id = r.hardware_id WHERE r.id = ?", run_id)[0]
+    its = sql(path, f"SELECT {', '.join(ITERATION_FIELDS)} FROM iterations WHERE run_id = ? "
+                    "ORDER BY idx", run_id)
+    return content_uid(list(row[:-1]), row[-1], its)
+
+
+def test_a_version_2_file_gains_the_peak_memory_column_and_keeps_everything(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v2.sqlite"
+    store = Store(path)
+    run_id = store.save_run(make_run())
+    # Make it a file of schema version 2, as the previous release left it.
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("ALTER TABLE runs DROP COLUMN peak_memory_gb")
+    conn.execute("PRAGMA user_version = 2")
+    conn.close()
+    before = sql(path, "SELECT * FROM runs")
+    uid = sql(path, "SELECT run_uid FROM runs")[0][0]
+    assert Store(path).migrate() == (2, latest_version())
+    assert sql(path, "SELECT * FROM runs") == [(*before[0], None)]  # the new column, empty
+    runs = Store(path).runs()
+    assert runs["run_uid"].tolist() == [uid] and pd.isna(runs["peak_memory_gb"]).all()
+    assert Store(path).get_run(run_id).peak_memory_gb is None
+    # Runs without a peak hash as they did in version 2: a re-import is still recognised.
+    again = Store(path).save_run(make_run(peak_memory_gb=2.25))
+    assert sql(path, "SELECT peak_memory_gb FROM runs WHERE id = ?", again) == [(2.25,)]
+
+
+def test_a_run_without_peak_memory_keeps_its_version_2_uid(file_store: Store) -> None:
+    table = pd.DataFrame({"network": ["n", "n"], "batch_size": [8, 16], "time_s": [1.0, 1.5],
+                          "created_at": ["2026-11-01T00:00:00+00:00"] * 2, "gpu": "T4"})
+    ids = file_store.import_table(table)
+    uids = file_store.runs()["run_uid"].tolist()
+    assert uids == [_v2_uid(file_store.path, i) for i in ids]
+    assert file_store.import_table(table) == ids  # the same rows again: nothing new
+    assert len(file_store.runs()) == 2
+
+
+def test_peak_memory_travels_through_export_import_and_its_uid(tmp_path: Path) -> None:
+    first = Store(tmp_path / "a.sqlite")
+    with_peak = first.save_run(make_run(peak_memory_gb=3.5))
+    without = first.save_run(make_run())
+    uids = first.runs()["run_uid"].tolist()
+    assert uids[1] == _v2_uid(first.path, without)
+    assert uids[0] != _v2_uid(first.path, with_peak)  # the peak is part of what is hashed
+    exported = first.export(tmp_path / "runs.csv")
+    second = Store(tmp_path / "b.sqlite")
+    second.import_table(exported)
+    copied = second.runs()
+    assert copied["peak_memory_gb"].tolist()[0] == pytest.approx(3.5)
+    assert pd.isna(copied["peak_memory_gb"].iloc[1])
+    assert copied["run_uid"].tolist() == uids
+    with pytest.raises(ValueError, match=r"peak_memory_gb.*not a number >= 0"):
+        second.import_table(pd.DataFrame({"time_s": [1.0], "batch_size": [4],
+                                          "peak_memory_gb": [-1.0]}), network="x")
+
+
 def test_newer_store_asks_to_upgrade(tmp_path: Path) -> None:
     path = tmp_path / "runs.sqlite"
     Store(path).save_run(make_run())

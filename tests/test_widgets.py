@@ -297,6 +297,27 @@ def test_plot_draws_time_against_batch_size_with_measured_points_and_band(import
     assert after == pytest.approx([2 * t for t in before])
 
 
+def test_measured_points_are_the_robust_times_the_model_learns(tmp_path):
+    """A stall in a profiled run moves neither the model nor the plotted point."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    path = tmp_path / "stalls.sqlite"
+    for batch, steady in ((16, 0.01), (32, 0.02)):
+        durations = [0.5] + [steady] * 18 + [40 * steady]  # warm-up, steady, one stall
+        gm.Store(path).save_run(Run(
+            network="mlp", batch_size=batch, created_at="2026-11-01T00:00:00+00:00",
+            iterations=[IterationRecord(i, d, batch, warmup=i == 0)
+                        for i, d in enumerate(durations)]))
+    panel = what_if(path, iterations=1000)
+    points = _lines(panel)["measured (× the job's iterations)"]
+    assert list(points.get_xdata()) == [16, 32]
+    # The trimmed steady mean (0.01 and 0.02 s), not the raw mean with the stall (~0.03, 0.06).
+    assert list(points.get_ydata()) == pytest.approx([10.0, 20.0])
+    runs = gm.Store(path).runs()
+    robust = gm.predict.robust_times(gm.Store(path), runs) / runs["iterations"]
+    assert list(robust) == pytest.approx([0.01, 0.02])
+
+
 def test_plot_adds_the_chosen_gpu_as_a_transfer(imported):
     panel = what_if(imported, iterations=1000)
     panel.gpu.value = "NVIDIA A10G"
@@ -342,6 +363,59 @@ def test_a_users_prices_join_the_offers(imported, tmp_path):
         path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
                         "acme,eu,t4-box,T4,1,on-demand,free,2026-11-01,quote\n")
         what_if(imported, prices=path)
+
+
+def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
+    panel = what_if(imported, iterations=1000)
+    choices = dict(panel.instances.options)
+    ultra = {label: value for label, value in choices.items() if "a3-ultragpu-8g" in label}
+    assert sorted(ultra.values()) == ["gcp a3-ultragpu-8g (us-central1, on-demand)",
+                                      "gcp a3-ultragpu-8g (us-central1, spot)"]
+    assert all(("spot" in label) == ("spot" in value) for label, value in ultra.items())
+    assert choices["aws g5.xlarge (1× NVIDIA A10G, us-east-1, on-demand)"] == "g5.xlarge"
+    panel.instances.value = ["gcp a3-ultragpu-8g (us-central1, spot)", "g5.xlarge"]
+    frame = panel.offers.frame
+    assert list(frame["offer"][1:]) == ["aws g5.xlarge (us-east-1, on-demand)",
+                                        "gcp a3-ultragpu-8g (us-central1, spot)"]
+    assert list(frame["pricing"][1:]) == ["on-demand", "spot"]
+
+
+def test_a_price_file_is_validated_once_per_version_of_it(imported, tmp_path, monkeypatch):
+    from gpuperf_magics.hardware import prices as prices_mod
+
+    header = "provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+    path = tmp_path / "mine.csv"
+    path.write_text(header + "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
+    checked = []
+    original = prices_mod._validate
+    monkeypatch.setattr(prices_mod, "_validate",
+                        lambda frame, origin: checked.append(origin) or original(frame, origin))
+    panel = what_if(imported, iterations=1000, prices=path)
+    checked.clear()
+    for batch in (16, 32, 64):
+        panel.batch_size.value = batch
+    panel.deadline.value = 2
+    assert checked == []  # four changes, the files unchanged: nothing validated again
+    assert panel.offers.frame.set_index("instance").loc["t4-box", "usd_per_hour"] == 0.25
+    path.write_text(header + "acme,eu,t4-box,T4,1,on-demand,0.35,2026-11-01,quote\n")
+    panel.batch_size.value = 128
+    assert checked == [f"price file {path}"]  # the new version, once; the built-in table not
+    assert panel.offers.frame.set_index("instance").loc["t4-box", "usd_per_hour"] == 0.35
+    panel.batch_size.value = 16
+    assert len(checked) == 1
+
+
+def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
+    from gpuperf_magics.widgets import DEFAULT_OFFERS
+
+    path = tmp_path / "mine.csv"
+    path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+                    "aws,us-east-1,g5.48xlarge,A10G,8,on-demand,9.0,2026-11-01,contract\n"
+                    "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
+    panel = what_if(imported, iterations=1000, prices=path)
+    chosen = list(panel.instances.value)
+    assert chosen[:2] == ["g5.48xlarge", "t4-box"]  # a replaced price and a new one
+    assert len(chosen) == DEFAULT_OFFERS and chosen[2] == "g4dn.xlarge"
 
 
 def test_changes_do_not_refit_the_model(imported, monkeypatch):

@@ -11,6 +11,10 @@ only in :meth:`Clock.finish`, after the cell.
   every :attr:`CudaEventClock.drain_every` marks without blocking, so long runs keep few events.
 - :class:`SyncedClock`: synchronise the device at every mark, then ``perf_counter_ns`` (``--sync``):
   exact wall time per iteration at the price of the overlap.
+
+The same seam reads the peak GPU memory of a run (:class:`CudaPeakMemory`): the allocator's
+peak is reset when the clock starts and read once the clock has finished. Both calls are
+host-side bookkeeping of the caching allocator; neither synchronises the device.
 """
 
 from __future__ import annotations
@@ -18,7 +22,17 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-__all__ = ["Clock", "CudaEventClock", "PerfCounterClock", "SyncedClock", "make_clock"]
+__all__ = [
+    "Clock",
+    "CudaEventClock",
+    "CudaPeakMemory",
+    "PerfCounterClock",
+    "SyncedClock",
+    "make_clock",
+    "make_peak_memory",
+]
+
+_GIB = 2**30
 
 
 class Clock(Protocol):
@@ -134,3 +148,33 @@ def make_clock(device: Any, sync: bool) -> Clock:
             return SyncedClock(lambda: torch.cuda.synchronize(device))
         return CudaEventClock(torch.cuda, device)
     return PerfCounterClock()
+
+
+class CudaPeakMemory:
+    """Peak memory of the tensors on one CUDA device; ``cuda`` is ``torch.cuda`` or a fake.
+
+    ``max_memory_allocated`` counts what tensors held, not what the caching allocator reserved
+    nor the CUDA context: the figure that scales with the batch, and the one comparable
+    between GPUs. Memory another process or library took on the device is not in it.
+    """
+
+    def __init__(self, cuda: Any, device: Any = None) -> None:
+        self._cuda = cuda
+        self._device = device
+
+    def start(self) -> None:
+        self._cuda.reset_peak_memory_stats(self._device)
+
+    def peak_gib(self) -> float | None:
+        """GiB at the peak since :meth:`start`; None when the device does not say."""
+        peak = self._cuda.max_memory_allocated(self._device)
+        return float(peak) / _GIB if peak else None
+
+
+def make_peak_memory(device: Any) -> CudaPeakMemory | None:
+    """The peak-memory reader of a model on ``device``: None off CUDA (nothing to read)."""
+    if device is not None and getattr(device, "type", "cpu") == "cuda":
+        import torch
+
+        return CudaPeakMemory(torch.cuda, device)
+    return None

@@ -5,8 +5,9 @@ steps), reads how many optimizer steps the cell has made, and rewrites one line 
 through a display handle (one output per cell, updated, never one per iteration). The time per
 step is measured from the end of warm-up to now, so pauses between steps (evaluation,
 checkpoints) count as they happen and warm-up does not; while the run is young it is blended
-with the store's model when one is given (the run weighs ``n / (n + PRIOR_STEPS)`` after ``n``
-steps).
+with the store's model (a :class:`~gpuperf_magics.remaining.LivePrior`, fitted before the cell
+ran) by the rule of :func:`gpuperf_magics.remaining.blend`, the one the remaining time of a
+stopped run follows too.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["PRIOR_STEPS", "Estimate", "LiveLine", "RemainingEstimator"]
+__all__ = ["INTERVAL_S", "Estimate", "LiveLine", "RemainingEstimator"]
 
-#: Steps after which the run's own rate outweighs the model's.
-PRIOR_STEPS = 20
 #: Steps left out at the start (compilation, allocator and cache warm-up).
 WARMUP_STEPS = 2
+#: Seconds between updates of the line.
+INTERVAL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ class RemainingEstimator:
     start : float
         Clock reading when the job started.
     model_per_step : float, optional
-        The store's prediction of one step, used while the run has few steps of its own.
+        The store's prediction of one step, used while the run has few steps of its own; may
+        be set later (the model answers once the loop showed its configuration).
     """
 
     def __init__(self, total: int, start: float, model_per_step: float | None = None) -> None:
@@ -75,16 +77,14 @@ class RemainingEstimator:
     def update(self, now: float, steps: int, wall: _dt.datetime) -> Estimate:
         if self._base is None and steps >= WARMUP_STEPS:
             self._base = (now, steps)
+        from gpuperf_magics.remaining import blend
+
         own = None
         n = 0
         if self._base is not None and steps > self._base[1]:
             n = steps - self._base[1]
             own = (now - self._base[0]) / n
-        if own is not None and self.model_per_step is not None:
-            weight = n / (n + PRIOR_STEPS)
-            per_step: float | None = weight * own + (1 - weight) * self.model_per_step
-        else:
-            per_step = own if own is not None else self.model_per_step
+        per_step, _ = blend(own, n, self.model_per_step)
         remaining = finish = None
         if per_step is not None:
             remaining = per_step * max(0, self.total - steps)
@@ -103,10 +103,12 @@ class LiveLine:
         Shows a line; the first call creates the output, later calls replace it.
     clock, wall : callable
         Monotonic seconds and the local time of day (injected in tests).
-    interval : float
-        Seconds between updates (a few a second at most).
-    model_per_step : float, optional
-        The store's prediction of one step (see :class:`RemainingEstimator`).
+    interval : float, optional
+        Seconds between updates (a few a second at most; default :data:`INTERVAL_S`).
+    prior : callable, optional
+        The store's prediction of one step (see :class:`RemainingEstimator`), or None while
+        it cannot say yet: asked at each update until it answers (a
+        :class:`~gpuperf_magics.remaining.LivePrior`).
     """
 
     def __init__(
@@ -116,12 +118,14 @@ class LiveLine:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], _dt.datetime] = _dt.datetime.now,
-        interval: float = 0.5,
-        model_per_step: float | None = None,
+        interval: float | None = None,
+        prior: Callable[[], float | None] | None = None,
     ) -> None:
         self._steps, self._show, self._clock, self._wall = steps, show, clock, wall
-        self.interval = interval
-        self.model_per_step = model_per_step
+        self.interval = INTERVAL_S if interval is None else interval
+        self._prior = prior
+        #: The model's seconds per step once the prior answered (None until then).
+        self.model_per_step: float | None = None
         self._start = clock()
         self._estimator: RemainingEstimator | None = None
         self._last: str | None = None
@@ -132,10 +136,16 @@ class LiveLine:
         """One update: the line shown, or None when the job length is not known (yet) or
         the line did not change."""
         steps, total = self._steps()
+        if self.model_per_step is None and self._prior is not None:
+            try:
+                self.model_per_step = self._prior()
+            except Exception:  # the line goes on with the run's own steps
+                self._prior = None
         if not total:
             return None
         if self._estimator is None or self._estimator.total != total:
             self._estimator = RemainingEstimator(total, self._start, self.model_per_step)
+        self._estimator.model_per_step = self.model_per_step
         text = self._estimator.update(self._clock(), steps, self._wall()).line()
         if text == self._last:
             return None

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuperf_magics.capture.clock import Clock, make_clock
+from gpuperf_magics.capture.clock import Clock, make_clock, make_peak_memory
 from gpuperf_magics.run import IterationRecord
 
 __all__ = ["Recorder"]
@@ -142,6 +142,9 @@ class Recorder:
         self.phases = phases
         self.sync = sync
         self.clock: Clock | None = None
+        self._memory: Any = None  # peak-memory reader of the clock's device (CUDA only)
+        #: Peak GPU memory of the run's tensors (GiB), read when the recorder closes.
+        self.peak_memory_gb: float | None = None
         self.model: nn.Module | None = None
         self.primary: Any = None
         self.other_steps: Counter[str] = Counter()
@@ -231,12 +234,37 @@ class Recorder:
             warnings._filters_mutated()  # type: ignore[attr-defined]
         if self.clock is not None:
             self.clock.finish()
+        if self._memory is not None:
+            try:
+                self.peak_memory_gb = self._memory.peak_gib()
+            except Exception:  # a figure for the offers table is not worth the run
+                self.peak_memory_gb = None
+            self._memory = None
 
     @property
     def steps_seen(self) -> int:
         """Optimizer steps of the primary optimizer so far (read from another thread by the
         live line: one int, no lock on the timed path)."""
         return self._steps_seen
+
+    def recent_batch(self) -> int | None:
+        """Samples per optimizer step seen so far (the model's training calls between two
+        steps, micro-batches summed), or None before a complete step. Read from another
+        thread by the live line; looks only at the start of the event log, where the model's
+        calls are logged (they stop being logged after :data:`BATCH_SAMPLE_STEPS` steps)."""
+        model = self.model
+        ids = {id(model), id(unwrap_model(model))} if model is not None else None
+        head = self.events[:4096]  # a copy: the training thread appends meanwhile
+        batch, found = 0, None
+        for event in head:
+            code = event[0]
+            if code == STEP_END:
+                if batch:
+                    found = batch
+                batch = 0
+            elif code == FWD and not event[3] and (ids is None or event[4] in ids):
+                batch += event[2] or 0
+        return found
 
     def loader_length(self) -> int | None:
         """Batches per pass of the longest sized DataLoader iterated so far (None: none)."""
@@ -249,6 +277,14 @@ class Recorder:
 
     def _ensure_clock(self, device: torch.device | None) -> Clock:
         if self.clock is None:
+            # Before the first timed call: the peak then counts the model, its gradients,
+            # the optimizer state and the activations of the batch, and nothing earlier.
+            try:
+                self._memory = make_peak_memory(device)
+                if self._memory is not None:
+                    self._memory.start()
+            except Exception:
+                self._memory = None
             self.clock = make_clock(device, self.sync)
             self.clock.start()
         return self.clock

@@ -238,6 +238,31 @@ class ProfileSession:
             total = max(1, math.ceil(epochs * per_epoch)) if per_epoch else None
         return rec.steps_seen, total
 
+    def configuration(self) -> tuple[str, int, str | None, int] | None:
+        """Network, batch size, GPU name (None on the CPU) and GPU count of the loop running
+        in the block, or None until the recorder has seen the model and a complete step.
+        Safe to call from another thread (the live line asks the store's model with it)."""
+        from gpuperf_magics.capture.recorder import _device_of, unwrap_model
+
+        rec = self._recorder
+        model = rec.model if rec is not None else None
+        if model is None:
+            return None
+        batch = rec.recent_batch()
+        if not batch:
+            return None
+        network = self.name
+        if not network:
+            inner = unwrap_model(model)
+            network = default_name(type(inner).__name__,
+                                   sum(p.numel() for p in inner.parameters()))
+        device = _device_of(model)
+        if device is None or device.type != "cuda":
+            return network, batch, None, 0
+        import torch
+
+        return network, batch, torch.cuda.get_device_name(device), _gpu_count(model)
+
     def __exit__(
         self,
         exc_type: type[BaseException] | None,
@@ -313,6 +338,7 @@ class ProfileSession:
             run.error = f"{type(error).__name__}: {error}"[:500]
         records = rec.iterations()
         self._fill_quality(rec)
+        run.peak_memory_gb = rec.peak_memory_gb
         from gpuperf_magics.capture import distributed
 
         job = distributed.current_job()

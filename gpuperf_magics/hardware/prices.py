@@ -6,6 +6,10 @@ means). They are few and they age: a user's own file (``%config GpuPerf.prices``
 in Python) adds rows, and replaces a built-in row of the same provider, region, instance and
 pricing. Nothing here reaches the network.
 
+A file is validated once per version of it (its path and the digest of its bytes): the
+what-if panel asks for the prices at every change of a control, and a price file changes far
+less often than that.
+
 Examples
 --------
 >>> from gpuperf_magics.hardware.prices import prices
@@ -16,10 +20,13 @@ Examples
 
 from __future__ import annotations
 
+import hashlib
 import io
 import math
 import os
+import threading
 from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,23 +47,70 @@ class PriceError(ValueError):
     """A price file or table cannot be read; the message names the file, row and column."""
 
 
-def _read(source: Any) -> pd.DataFrame:
+def _read(source: Any, name: Any = None) -> pd.DataFrame:
+    """The rows of a CSV file or buffer (``name`` is the file a buffer was read from)."""
     import pandas as pd
 
+    name = source if name is None else name
     if isinstance(source, pd.DataFrame):
         return source.copy()
     try:
         return pd.read_csv(source, comment="#", dtype=str, keep_default_na=False,
                            skipinitialspace=True)
     except FileNotFoundError:
-        raise PriceError(f"price file {source} does not exist") from None
+        raise PriceError(f"price file {name} does not exist") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise PriceError(f"price file {source} cannot be read as CSV: {exc}") from None
+        raise PriceError(f"price file {name} cannot be read as CSV: {exc}") from None
 
 
-def _builtin() -> pd.DataFrame:
-    text = resources.files("gpuperf_magics.hardware").joinpath("prices.csv").read_text("utf-8")
-    return _validate(_read(io.StringIO(text)), "the built-in prices.csv")
+#: Validated tables by (file, digest of its bytes): a file is checked once per version of it;
+#: and the built-in table merged with a user's file, by the versions of both. The frames are
+#: never handed out, only copies of them.
+_VALIDATED: dict[tuple[str, bytes], pd.DataFrame] = {}
+_MERGED: dict[tuple[tuple[str, bytes], tuple[str, bytes]], pd.DataFrame] = {}
+_LOCK = threading.Lock()
+_Version = tuple[str, bytes]
+
+
+def _validated_file(path: str | os.PathLike[str],
+                    origin: str) -> tuple[_Version | None, pd.DataFrame]:
+    """The file's table, validated once for each version of the file.
+
+    The version is the digest of the file's bytes rather than its modification time: reading
+    a price file costs microseconds, validating it milliseconds, and an edit within one tick
+    of a coarse file-system clock (or one that keeps the size) is still seen.
+
+    Returns
+    -------
+    (version, DataFrame)
+        The file's version (its resolved path and digest) and its validated rows.
+    """
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise PriceError(f"price file {path} does not exist") from None
+    except OSError as exc:
+        raise PriceError(f"price file {path} cannot be read: {exc}") from None
+    key = (str(file.resolve()), hashlib.blake2b(data, digest_size=16).digest())
+    with _LOCK:
+        hit = _VALIDATED.get(key)
+    if hit is None:
+        hit = _validate(_read(io.BytesIO(data), path), origin)
+        with _LOCK:
+            for old in [k for k in _VALIDATED if k[0] == key[0]]:
+                del _VALIDATED[old]  # an earlier version of the file
+            _VALIDATED[key] = hit
+    return key, hit
+
+
+def _builtin() -> tuple[_Version | None, pd.DataFrame]:
+    resource = resources.files("gpuperf_magics.hardware").joinpath("prices.csv")
+    if isinstance(resource, os.PathLike):
+        return _validated_file(resource, "the built-in prices.csv")
+    text = resource.read_text("utf-8")  # pragma: no cover - a zipped install
+    return None, _validate(_read(io.StringIO(text)),  # pragma: no cover
+                           "the built-in prices.csv")
 
 
 def _validate(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
@@ -155,15 +209,34 @@ def prices(extra: str | os.PathLike[str] | pd.DataFrame | None = None) -> pd.Dat
     """
     import pandas as pd
 
-    table = _builtin()
+    shipped, table = _builtin()
     if extra is None:
-        return table
-    origin = "the prices table" if isinstance(extra, pd.DataFrame) else f"price file {extra}"
-    mine = _validate(_read(extra), origin)
+        return table.copy()
+    if isinstance(extra, pd.DataFrame):
+        return _merge(table, _validate(_read(extra), "the prices table"))
+    version, mine = _validated_file(extra, f"price file {extra}")
+    if shipped is None or version is None:  # pragma: no cover - a zipped install
+        return _merge(table, mine)
+    key = (shipped, version)
+    with _LOCK:
+        merged = _MERGED.get(key)
+    if merged is None:
+        merged = _merge(table, mine)
+        with _LOCK:
+            for old in [k for k in _MERGED if k[1][0] == version[0]]:
+                del _MERGED[old]  # the file's earlier versions
+            _MERGED[key] = merged
+    return merged.copy()
+
+
+def _merge(table: pd.DataFrame, mine: pd.DataFrame) -> pd.DataFrame:
+    """``mine`` over the built-in ``table``: a replaced row keeps its place; new rows follow
+    the built-in ones."""
+    import pandas as pd
+
     key = list(KEY)
     replaced = table.set_index(key).index.isin(mine.set_index(key).index)
     kept = table[~replaced]
-    # A replaced row keeps its place; new rows follow the built-in ones.
     merged = pd.concat([kept, mine], ignore_index=True)
     order = {k: i for i, k in enumerate(map(tuple, table[key].to_numpy()))}
     rank = [order.get(tuple(k), len(order) + i)

@@ -493,12 +493,13 @@ def prepare_records(
         name: column(name)
         for name in ("device", "error", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
                      "samples_per_s", "warmup_iterations", "recorded_iterations", "run_uid",
-                     "recorded_host", "recorded_user")
+                     "recorded_host", "recorded_user", "peak_memory_gb")
     }
     for name in ("warmup_iterations", "recorded_iterations"):
         if table.has(name):
             table.check(name, flat[name], lambda v, _: v >= 0, "not a count (>= 0)")
-    for name in ("it_median_s", "it_p90_s", "it_mean_s", "it_std_s", "samples_per_s"):
+    for name in ("it_median_s", "it_p90_s", "it_mean_s", "it_std_s", "samples_per_s",
+                 "peak_memory_gb"):
         if table.has(name):
             table.check(name, flat[name], lambda v, _: v >= 0, "not a number >= 0")
     if table.has("run_uid"):

@@ -18,6 +18,7 @@ __all__ = [
     "INSERT_ITERATION",
     "ITERATION_FIELDS",
     "JSON_COLUMNS",
+    "LATER_COLUMNS",
     "RUN_COLUMNS",
     "SELECT_ITERATIONS",
     "backfill_uids",
@@ -29,6 +30,7 @@ __all__ = [
     "recorder",
     "run_row",
     "select_runs",
+    "uid_content",
 ]
 
 #: Columns of the runs table written from a record, in INSERT order (``run_uid``,
@@ -37,8 +39,12 @@ RUN_COLUMNS = (
     "created_at", "network", "batch_size", "iterations", "time_s", "status", "source", "gpu",
     "gpu_count", "device", "hardware_id", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
     "samples_per_s", "warmup_iterations", "recorded_iterations", "error", "arch", "hyper",
-    "quality", "tags", "features", "notes",
+    "quality", "tags", "features", "notes", "peak_memory_gb",
 )
+#: Columns added after schema version 2. They enter a run's uid only when set, so that a run
+#: without them (every run recorded before) keeps the uid it had: a table imported again, or a
+#: run synced from a store of the older schema, is still recognised.
+LATER_COLUMNS = ("peak_memory_gb",)
 WRITTEN_COLUMNS = (*RUN_COLUMNS, "run_uid", "recorded_host", "recorded_user")
 #: JSON columns of the runs table and the value an empty one stands for.
 JSON_COLUMNS: dict[str, Any] = {
@@ -68,7 +74,7 @@ RUN_SELECT = {
     "error": "r.error", "run_uid": "r.run_uid", "recorded_host": "r.recorded_host",
     "recorded_user": "r.recorded_user", "hardware_id": "r.hardware_id",
     "arch": "r.arch", "hyper": "r.hyper", "quality": "r.quality", "tags": "r.tags",
-    "features": "r.features", "notes": "r.notes",
+    "features": "r.features", "notes": "r.notes", "peak_memory_gb": "r.peak_memory_gb",
 }
 
 
@@ -126,7 +132,7 @@ def content_uid(row: Sequence[Any], hardware_info: str | None,
     Parameters
     ----------
     row : sequence
-        The values of :data:`RUN_COLUMNS` as stored, ``hardware_id`` excluded (store-local).
+        What :func:`uid_content` makes of a run's stored values.
     hardware_info : str or None
         The hardware JSON.
     iterations : sequence of sequences
@@ -178,11 +184,21 @@ def run_row(record: dict[str, Any], memo: dict[Any, str] | None = None) -> list[
 
 
 _HW = RUN_COLUMNS.index("hardware_id")
+#: The columns a run's uid is computed from (``hardware_id`` is local to a store).
+UID_COLUMNS = tuple(n for n in RUN_COLUMNS if n != "hardware_id" and n not in LATER_COLUMNS)
+
+
+def uid_content(values: dict[str, Any]) -> list[Any]:
+    """What a run's uid hashes: the :data:`UID_COLUMNS` values, then ``[name, value]`` of each
+    of :data:`LATER_COLUMNS` that is set."""
+    content = [values[n] for n in UID_COLUMNS]
+    content += [[n, values[n]] for n in LATER_COLUMNS if values.get(n) is not None]
+    return content
 
 
 def _uid_of(row: list[Any], hardware: str | None, iterations: Sequence[Sequence[Any]],
             seen: dict[str, int]) -> str:
-    content = row[:_HW] + row[_HW + 1:]
+    content = uid_content(dict(zip(RUN_COLUMNS, row, strict=True)))
     base = content_uid(content, hardware, iterations)
     count = seen.get(base, 0)
     seen[base] = count + 1
@@ -284,8 +300,9 @@ def _ids_of_uids(conn: Any, uids: list[str]) -> dict[str, int]:
 
 
 def backfill_uids(conn: Any) -> None:
-    """Give every run of an older store its content uid (schema step 2)."""
-    names = [n for n in RUN_COLUMNS if n != "hardware_id"]
+    """Give every run of an older store its content uid (schema step 2: the columns of later
+    steps do not exist yet, and are unset in such runs anyway)."""
+    names = list(UID_COLUMNS)
     cursor = conn.execute(
         f"SELECT r.id, {', '.join('r.' + n for n in names)}, h.info FROM runs AS r "
         "LEFT JOIN hardware AS h ON h.id = r.hardware_id ORDER BY r.id"

@@ -216,11 +216,17 @@ def _v2(conn: Any, dialect: Dialect) -> None:
     conn.execute("CREATE INDEX iterations_run_id ON iterations (run_id)")
 
 
+# ----------------------------------------------------------------------------- version 3
+# A nullable column: every existing run keeps its values and reads back with the peak unknown.
+_v3 = add_column("runs", Col("peak_memory_gb", "float"))
+
+
 #: Every schema step since the first release, in order; ``MIGRATIONS[i].version == i + 1``.
 MIGRATIONS: list[Migration] = [
     Migration(1, "meta, hardware, runs and iterations tables", _v1),
     Migration(2, "content-derived run_uid (unique), recorded_host and recorded_user per run",
               _v2),
+    Migration(3, "peak_memory_gb per run: the peak GPU memory of its tensors (GiB)", _v3),
 ]
 
 

@@ -589,7 +589,8 @@ class Store:
             Sorted by ``run_id``. Columns: ``run_id, network, batch_size, iterations, time_s,
             status, gpu, gpu_count``; then ``source, created_at, device, it_median_s,
             it_p90_s, it_mean_s, it_std_s, samples_per_s, warmup_iterations,
-            recorded_iterations, error, run_uid, recorded_host, recorded_user``; then the
+            recorded_iterations, error, run_uid, recorded_host, recorded_user,
+            peak_memory_gb``; then the
             ``gpu_*``, ``cpu_*``, ``sw_*``, ``arch_*``, hyper-parameter and quality columns
             (canonical ones always, extra keys after each group); ``tags`` (a dict per row);
             features last. An empty store gives zero rows with the canonical columns.
@@ -861,6 +862,7 @@ class Store:
                 features=record["features"],
                 notes=record["notes"],
                 error=record["error"],
+                peak_memory_gb=record["peak_memory_gb"],
                 created_at=record["created_at"],
                 source=record["source"],
                 run_id=record["run_id"],
