@@ -524,7 +524,11 @@ class WhatIfPanel:
         figure = Figure(figsize=(5.2, 3.4), dpi=80)
         ax = figure.add_subplot()
         measured = sorted(self._measured_batches)
-        devices = list(dict.fromkeys(frame["gpu"].where(frame["gpu"].notna(), None)))
+        # The measured device is a missing GPU on the CPU: None, NaN or pandas.NA by the
+        # column's dtype (pandas 3 reads text as "str", where None becomes NaN).
+        import pandas as pd
+
+        devices = list(dict.fromkeys(None if pd.isna(g) else g for g in frame["gpu"]))
         for number, device in enumerate(devices):
             rows = frame[frame["gpu"].isna()] if device is None else frame[frame["gpu"] == device]
             rows = rows.sort_values("batch_size")

@@ -297,6 +297,17 @@ def test_plot_draws_time_against_batch_size_with_measured_points_and_band(import
     assert after == pytest.approx([2 * t for t in before])
 
 
+def test_plot_keeps_the_measured_device_beside_a_chosen_gpu(store):
+    # Runs profiled on the CPU have no GPU name; with pandas' text dtype it reads as NaN.
+    panel = what_if(store)
+    panel.gpu.value = next(g for g in panel.gpu.options if "A100" in str(g))
+    lines = _lines(panel)
+    here = [name for name in lines if name.startswith(panel._here)]
+    assert here and all(len(lines[name].get_xdata()) > 0 for name in here)
+    assert len(lines["measured (× the job's iterations)"].get_xdata()) == 3
+    assert any("A100" in name and "transfer" in name for name in lines)
+
+
 def test_measured_points_are_the_robust_times_the_model_learns(tmp_path):
     """A stall in a profiled run moves neither the model nor the plotted point."""
     from gpuperf_magics.run import IterationRecord, Run
