@@ -21,9 +21,18 @@ from typing import TYPE_CHECKING, Any
 from gpuperf_magics._version import __version__
 
 __all__ = [
+    "ImportValidationError",
+    "IterationRecord",
+    "Offers",
+    "Prediction",
+    "PredictionError",
+    "Remaining",
     "Run",
+    "RunNotFoundError",
     "Store",
+    "StoreError",
     "TrainingTimeModel",
+    "UnknownGPUError",
     "WhatIfPanel",
     "__version__",
     "evaluate",
@@ -31,19 +40,32 @@ __all__ = [
     "load_ipython_extension",
     "predict_time",
     "profile_training",
+    "remaining_time",
     "unload_ipython_extension",
     "what_if",
 ]
 
 # name -> module that defines it; resolved on first access (PEP 562).
+# The types a user gets back or catches are here too, so that ``except gm.StoreError`` and
+# ``isinstance(p, gm.Prediction)`` need no knowledge of the module that defines them.
 _LAZY = {
     "Run": "gpuperf_magics.run",
+    "IterationRecord": "gpuperf_magics.run",
     "Store": "gpuperf_magics.store",
+    "StoreError": "gpuperf_magics.store",
+    "ImportValidationError": "gpuperf_magics.store",
+    "RunNotFoundError": "gpuperf_magics.store",
     "profile_training": "gpuperf_magics.capture",
     "TrainingTimeModel": "gpuperf_magics.model",
     "evaluate": "gpuperf_magics.model",
     "gpus": "gpuperf_magics.hardware.catalog",
+    "UnknownGPUError": "gpuperf_magics.hardware.catalog",
     "predict_time": "gpuperf_magics.predict",
+    "Prediction": "gpuperf_magics.predict",
+    "PredictionError": "gpuperf_magics.predict",
+    "Offers": "gpuperf_magics.offers",
+    "Remaining": "gpuperf_magics.remaining",
+    "remaining_time": "gpuperf_magics.remaining",
     "what_if": "gpuperf_magics.widgets",
     "WhatIfPanel": "gpuperf_magics.widgets",
 }
@@ -52,17 +74,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
     from gpuperf_magics.capture import profile_training
-    from gpuperf_magics.hardware.catalog import gpus
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, gpus
     from gpuperf_magics.model import TrainingTimeModel, evaluate
-    from gpuperf_magics.predict import predict_time
-    from gpuperf_magics.run import Run
-    from gpuperf_magics.store import Store
+    from gpuperf_magics.offers import Offers
+    from gpuperf_magics.predict import Prediction, PredictionError, predict_time
+    from gpuperf_magics.remaining import Remaining, remaining_time
+    from gpuperf_magics.run import IterationRecord, Run
+    from gpuperf_magics.store import (
+        ImportValidationError,
+        RunNotFoundError,
+        Store,
+        StoreError,
+    )
     from gpuperf_magics.widgets import WhatIfPanel, what_if
 
 
 #: Subpackages reachable as attributes (``gm.datasets.fetch_sia2023()``), imported on first use.
 _SUBMODULES = frozenset({"architecture", "capture", "datasets", "hardware", "model", "offers",
-                         "predict", "store", "widgets"})
+                         "predict", "remaining", "store", "widgets"})
 
 
 def __getattr__(name: str) -> Any:

@@ -97,3 +97,30 @@ def test_version_is_one_value() -> None:
 
     assert gpuperf_magics.__version__ == __version__
     assert "__version__" in gpuperf_magics.__all__
+
+
+def test_types_users_get_back_or_catch_import_from_the_root() -> None:
+    from gpuperf_magics import (  # noqa: F401
+        ImportValidationError,
+        IterationRecord,
+        Offers,
+        Prediction,
+        PredictionError,
+        Remaining,
+        RunNotFoundError,
+        StoreError,
+        UnknownGPUError,
+        WhatIfPanel,
+        remaining_time,
+    )
+    from gpuperf_magics.predict import PredictionError as defined
+
+    assert PredictionError is defined
+    assert issubclass(UnknownGPUError, ValueError)
+
+
+def test_every_root_name_resolves() -> None:
+    import gpuperf_magics
+
+    for name in gpuperf_magics.__all__:
+        assert getattr(gpuperf_magics, name) is not None, name
