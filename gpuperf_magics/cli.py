@@ -256,8 +256,8 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.model import evaluate
-    from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
     from gpuperf_magics.store import Store
+    from gpuperf_magics.store_model import fit_store, per_iteration_table, robust_times
 
     threshold = number("--threshold", args.threshold, positive=False)
     store = Store(args.store, must_exist=True)

@@ -19,7 +19,6 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Unicode
 
 from gpuperf_magics import prediction_options
-from gpuperf_magics.store.errors import StoreError
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
@@ -84,7 +83,8 @@ def _check_store(path: str | None) -> None:
     reached or holds no store: one read says so (a missing file is fine: the first save
     creates it).
     """
-    from gpuperf_magics.store import Store
+    # The store is imported when a magic first runs, not when the extension loads.
+    from gpuperf_magics.store import Store, StoreError
 
     try:
         Store(path).revision()
@@ -186,13 +186,6 @@ class GpuPerf(Magics):
     def profile_training(self, line: str, cell: str) -> Run | None:
         """Profile the PyTorch training loop of this cell; the cell runs unchanged.
 
-        Usage::
-
-            %%profile_training [-n NAME] [--store PATH_OR_URL] [--warmup K] [--tag KEY=VALUE]
-                               [--epochs E | --total-iterations N] [--sync] [--phases]
-                               [-q | --verbose] [-o] [-v VAR]
-            <training loop>
-
         Iterations are found by themselves (optimizer steps; else backward passes; else
         forward calls of the model), timed (with CUDA events on a GPU), and recorded with the
         batch size, the network's features and the hardware into the store. One line
@@ -269,13 +262,6 @@ class GpuPerf(Magics):
     def predict_time(self, line: str) -> Prediction | WhatIfPanel | Remaining | None:
         """Predict training time for other batch sizes, job lengths, GPUs or features.
 
-        Usage::
-
-            %predict_time [NAME] [--batch-size 32,64,128] [--iterations N | --epochs E
-                          [--samples N]] [--gpu "A100 80GB,H100"] [--gpu-count N]
-                          [--set depth=50] [--store PATH_OR_URL] [-w] [-q] [-o] [-v VAR]
-            %predict_time --remaining [RUN_ID] [--gpu NAME] [--gpu-count N]
-
         Fits a regression model on the store's completed runs (cached; refitted only when
         the store changed) and shows, per configuration, the predicted total time (h:mm:ss),
         the time per iteration, an interval, the kind of prediction (interpolation,
@@ -284,7 +270,7 @@ class GpuPerf(Magics):
         another GPU, with the cost of both. The options are those of ``gpuperf predict``.
         """
         from gpuperf_magics import predict
-        from gpuperf_magics.store import Store
+        from gpuperf_magics.store import Store, StoreError
 
         args = _parse(self.predict_time, line)
         var = args.variable

@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics.predict import PredictionError, format_duration
-from gpuperf_magics.units import format_cost
+from gpuperf_magics.predict import PredictionError
+from gpuperf_magics.units import format_cost, format_duration
 
 if TYPE_CHECKING:  # pragma: no cover
     import os
@@ -214,7 +214,8 @@ def offers(
     import pandas as pd
 
     from gpuperf_magics.hardware.prices import prices as load_prices
-    from gpuperf_magics.predict import fit_store, predict_time
+    from gpuperf_magics.predict import DEFAULT_BATCH_SIZE
+    from gpuperf_magics.store_model import fit_store
 
     if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
         raise PredictionError(f"the deadline must be a finite number of seconds > 0, got "
@@ -224,18 +225,43 @@ def offers(
     net = str(runs["network"].iloc[0])
     if batch_size is None:
         known = runs["batch_size"].dropna()
-        batch_size = int(known.iloc[-1]) if len(known) else 32
+        batch_size = int(known.iloc[-1]) if len(known) else DEFAULT_BATCH_SIZE
     multi_measured = bool((runs["gpu_count"].fillna(0) > 1).any())
     common: dict[str, Any] = {"batch_sizes": [int(batch_size)], "iterations": iterations,
                               "epochs": epochs, "samples": samples, "settings": settings,
                               "coverage": coverage}
+
+    notes: list[str] = []
+    first, by_count = _predict_per_count(store, net, runs, chosen, common, notes)
+    frame = pd.DataFrame(_offer_rows(first, chosen, by_count, multi_measured))
+    _memory(frame, runs, int(batch_size), notes)
+    hours = frame["usd_per_hour"] / 3600
+    frame["cost_usd"] = frame["time_s"] * hours
+    frame["cost_low_usd"] = frame["time_low_s"] * hours
+    frame["cost_high_usd"] = frame["time_high_s"] * hours
+    frame["marks"] = _marks(frame, deadline_s, notes)
+    dates = [d for d in frame["price_date"] if d is not None]
+    if dates:
+        oldest = min(dates)
+        age = ((today or datetime.date.today()) - oldest).days
+        notes.append(f"prices from {oldest.isoformat()} to {max(dates).isoformat()} (the "
+                     f"oldest {age} days old): check the source pages before renting; add "
+                     "your own with prices= or %config GpuPerf.prices")
+    return Offers(network=net, frame=frame, deadline_s=deadline_s, notes=notes)
+
+
+def _predict_per_count(store: Any, net: str, runs: pd.DataFrame, chosen: pd.DataFrame,
+                       common: dict[str, Any],
+                       notes: list[str]) -> tuple[pd.Series, dict[int, pd.DataFrame]]:
+    """The measured device's row and, per GPU count of the chosen offers, the prediction
+    frame for their GPUs."""
+    from gpuperf_magics.predict import predict_time
 
     # One prediction per GPU count (each answers the measured device too, first): the
     # measured device's own row comes from the call at its count when there is one.
     latest = runs.iloc[-1]
     on_gpu = isinstance(latest["gpu"], str) and bool(latest["gpu"])
     measured_count = max(1, int(latest["gpu_count"])) if on_gpu else None
-    notes: list[str] = []
     by_count: dict[int, pd.DataFrame] = {}
     for count in sorted(set(chosen["gpus"])):
         gpus = list(dict.fromkeys(chosen.loc[chosen["gpus"] == count, "gpu"]))
@@ -250,6 +276,12 @@ def offers(
         here = predict_time(store, net, **common)
         notes += [n for n in here.notes if n not in notes]
         first = here.frame.iloc[0]
+    return first, by_count
+
+
+def _offer_rows(first: pd.Series, chosen: pd.DataFrame, by_count: dict[int, pd.DataFrame],
+                multi_measured: bool) -> list[dict[str, Any]]:
+    """One row for the measured device, then one per chosen offer."""
     measured_gpu = first["gpu"] if isinstance(first["gpu"], str) and first["gpu"] else None
     rows: list[dict[str, Any]] = [{
         "offer": f"measured: {measured_gpu or 'this CPU'}", "provider": "", "region": "",
@@ -275,21 +307,7 @@ def offers(
             "usd_per_hour": float(offer["usd_per_hour"]), "price_date": offer["date"],
             "note": note,
         })
-    frame = pd.DataFrame(rows)
-    _memory(frame, runs, int(batch_size), notes)
-    hours = frame["usd_per_hour"] / 3600
-    frame["cost_usd"] = frame["time_s"] * hours
-    frame["cost_low_usd"] = frame["time_low_s"] * hours
-    frame["cost_high_usd"] = frame["time_high_s"] * hours
-    frame["marks"] = _marks(frame, deadline_s, notes)
-    dates = [d for d in frame["price_date"] if d is not None]
-    if dates:
-        oldest = min(dates)
-        age = ((today or datetime.date.today()) - oldest).days
-        notes.append(f"prices from {oldest.isoformat()} to {max(dates).isoformat()} (the "
-                     f"oldest {age} days old): check the source pages before renting; add "
-                     "your own with prices= or %config GpuPerf.prices")
-    return Offers(network=net, frame=frame, deadline_s=deadline_s, notes=notes)
+    return rows
 
 
 def _prediction(row: pd.Series) -> dict[str, Any]:

@@ -19,14 +19,28 @@ command line they take one word each, since the shell's quotes group words
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpuperf_magics.store_model import PredictionError
+
 if TYPE_CHECKING:  # pragma: no cover
     import argparse
 
-__all__ = ["OPTIONS", "PredictionOptions", "add_to", "magic_options", "number", "read"]
+__all__ = [
+    "OPTIONS",
+    "PredictionOptions",
+    "add_to",
+    "check_remaining_options",
+    "magic_options",
+    "number",
+    "parse_batch_sizes",
+    "parse_gpus",
+    "parse_settings",
+    "read",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -126,6 +140,64 @@ def number(option: str, text: str | None, *, whole: bool = False,
     return value
 
 
+def parse_batch_sizes(text: str | None) -> list[int] | None:
+    """``"32,64,128"`` (or ``"32 64"``, ``"32, 64"``) → ``[32, 64, 128]`` (the
+    ``--batch-size`` option of magic and CLI)."""
+    if text is None:
+        return None
+    try:
+        values = [int(v) for v in re.split(r"[,\s]+", text) if v]
+    except ValueError:
+        raise PredictionError(
+            f"--batch-size expects integers separated by commas, e.g. 32,64,128; got {text!r}"
+        ) from None
+    if not values or min(values) <= 0:
+        raise PredictionError(f"--batch-size expects positive integers, got {text!r}")
+    return values
+
+
+def parse_gpus(text: str | None) -> list[str] | None:
+    """``"A100 80GB, H100"`` → ``["A100 80GB", "H100"]`` (the ``--gpu`` option)."""
+    if text is None:
+        return None
+    names = [g.strip() for g in text.split(",") if g.strip()]
+    if not names:
+        raise PredictionError("--gpu expects GPU names separated by commas, e.g. 'A100 80GB,T4'")
+    return names
+
+
+def parse_settings(items: list[str] | None) -> dict[str, float]:
+    """``["depth=50"]`` → ``{"depth": 50.0}`` (the repeatable ``--set`` option)."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        try:
+            if not sep or not key.strip() or not math.isfinite(float(value)):
+                raise ValueError
+            out[key.strip()] = float(value)
+        except ValueError:
+            message = f"--set expects feature=finite number, e.g. depth=50; got {item!r}"
+            raise PredictionError(message) from None
+    return out
+
+
+def check_remaining_options(**given: Any) -> None:
+    """Refuse options of a prediction that ``--remaining`` does not take (magic and CLI):
+    the run itself says the network, batch size and job length.
+
+    Raises
+    ------
+    PredictionError
+        One of ``given`` (option name → value) is set.
+    """
+    for name, value in given.items():
+        if value:
+            flag = name if name == "name" else "--" + name.replace("_", "-")
+            raise PredictionError(f"--remaining does not take {flag}: the run says its "
+                                  "network, batch size and job length (give --gpu NAME to "
+                                  "move it)")
+
+
 def _joined(groups: list[list[str]] | list[str] | None) -> str | None:
     """A repeatable option's values as one comma-separated list: the magic's ``--gpu A100
     80GB --gpu T4`` (lists of words) and the command's ``--gpu "A100 80GB" --gpu T4`` read as
@@ -144,13 +216,6 @@ def read(args: argparse.Namespace) -> PredictionOptions:
         A value that is not what its option takes, or an option ``--remaining`` does not
         go with; one line that names the option.
     """
-    from gpuperf_magics.predict import (
-        PredictionError,
-        parse_batch_sizes,
-        parse_gpus,
-        parse_settings,
-    )
-
     try:
         iterations = number("--iterations", args.iterations, whole=True)
         epochs = number("--epochs", args.epochs)
@@ -165,8 +230,6 @@ def read(args: argparse.Namespace) -> PredictionOptions:
             iterations=iterations, epochs=epochs, samples=samples, gpus=gpus,
             gpu_count=gpu_count, settings=parse_settings(args.set),
         )
-    from gpuperf_magics.remaining import check_remaining_options
-
     check_remaining_options(**{key: getattr(args, key) for key in _NOT_WITH_REMAINING})
     run_id = None
     if args.remaining != "latest":

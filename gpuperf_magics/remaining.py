@@ -26,8 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics.offers import format_cost
-from gpuperf_magics.predict import PredictionError, format_duration
+from gpuperf_magics.predict import PredictionError
+
+# Moved to prediction_options with the other option checks (issue 11); importable from here.
+from gpuperf_magics.prediction_options import (
+    check_remaining_options as check_remaining_options,
+)
+from gpuperf_magics.units import format_cost, format_duration
 
 if TYPE_CHECKING:  # pragma: no cover
     import os
@@ -132,23 +137,6 @@ class Remaining:
                 + (f"<ul>{foot}</ul>" if foot else "") + "</div>")
 
 
-def check_remaining_options(**given: Any) -> None:
-    """Refuse options of a prediction that ``--remaining`` does not take (magic and CLI):
-    the run itself says the network, batch size and job length.
-
-    Raises
-    ------
-    PredictionError
-        One of ``given`` (option name → value) is set.
-    """
-    for name, value in given.items():
-        if value:
-            flag = name if name == "name" else "--" + name.replace("_", "-")
-            raise PredictionError(f"--remaining does not take {flag}: the run says its "
-                                  "network, batch size and job length (give --gpu NAME to "
-                                  "move it)")
-
-
 def _partial_run_id(store: Any) -> int:
     runs = store.runs(status=["interrupted", "failed"],
                       columns=["run_id", "status", "total_iterations"])
@@ -215,21 +203,55 @@ def remaining_time(
         No such run, a completed run, a job length that was not recorded, too few steady
         iterations and no model to fall back on, or another GPU the model cannot place.
     """
-    import pandas as pd
-
     from gpuperf_magics.hardware.prices import prices as load_prices
-    from gpuperf_magics.predict import _resolve_gpus, predict_time
-    from gpuperf_magics.store import RunNotFoundError, Store
+    from gpuperf_magics.predict import resolve_gpus
+    from gpuperf_magics.store import Store
 
     st = store if isinstance(store, Store) else Store(store)
     if gpu_count is not None and gpu_count <= 0:
         raise PredictionError(f"gpu_count must be a positive integer, got {gpu_count}")
-    target = _resolve_gpus([gpu])[0] if gpu is not None else None
+    target = resolve_gpus([gpu])[0] if gpu is not None else None
     rid = _partial_run_id(st) if run_id is None else int(run_id)
+    run, total = _partial_run(st, rid)
+    done = len(run.iterations)
+    left = max(0, total - done)
+    elapsed = sum(i.duration_s for i in run.iterations)
+    steady = [i.duration_s for i in run.iterations if not i.warmup]
+    own = _own_per_iteration(steady)
+    notes: list[str] = []
+
+    device = run.gpu or None
+    count = max(1, int(run.gpu_count or 0)) if device else 0
+    model_row, other = _model_rows(st, run, rid, device, count, target, gpu_count, notes)
+    if own is None and model_row is None:
+        raise PredictionError(
+            f"run {rid} has fewer than 3 steady iterations and the store has no model of "
+            f"{run.network!r} to estimate from: profile one complete run of {run.network!r} "
+            "with %%profile_training (or let a run go 3 iterations past its warm-up), then ask "
+            "again")
+    estimate = _estimate(own, len(steady), model_row)
+    out = _choices(estimate, left, device, count, target, other, model_row,
+                   load_prices(prices))
+    if out["usd_per_hour"].isna().any():
+        missing = ", ".join(f"{r.gpus}× {r.gpu}" if r.gpu else "this CPU"
+                            for r in out.itertuples()
+                            if math.isnan(r.usd_per_hour))
+        notes.append(f"no price for {missing}: add one with prices= or %config GpuPerf.prices")
+    notes.append("pauses between steps (evaluation, checkpoints) count as often as they "
+                 "happened in the recorded part")
+    return Remaining(run_id=rid, network=run.network, status=run.status, done=done,
+                     total=total, elapsed_s=elapsed, frame=out, notes=notes)
+
+
+def _partial_run(store: Any, rid: int) -> tuple[Any, int]:
+    """Run ``rid`` of the store and its job length; refused when it completed or does not
+    know how long its job is."""
+    from gpuperf_magics.store import RunNotFoundError
+
     try:
-        run = st.get_run(rid)
+        run = store.get_run(rid)
     except RunNotFoundError as exc:
-        raise PredictionError(f"no run {rid} in the store {st.path}") from exc
+        raise PredictionError(f"no run {rid} in the store {store.path}") from exc
     if run.status == "ok":
         raise PredictionError(f"run {rid} completed: nothing remains (--remaining is for an "
                               "interrupted or failed run)")
@@ -238,22 +260,22 @@ def remaining_time(
         raise PredictionError(
             f"run {rid} does not know its job length: profile with --total-iterations N, "
             "or --epochs E over a DataLoader the profiler can see")
-    total = int(total)
-    done = len(run.iterations)
-    left = max(0, total - done)
-    elapsed = sum(i.duration_s for i in run.iterations)
-    steady = [i.duration_s for i in run.iterations if not i.warmup]
-    own = _own_per_iteration(steady)
-    notes: list[str] = []
+    return run, int(total)
+
+
+def _model_rows(store: Any, run: Any, rid: int, device: str | None, count: int,
+                target: str | None, gpu_count: int | None,
+                notes: list[str]) -> tuple[Any, Any]:
+    """The store model's rows for one iteration of the run's configuration on its own device
+    and on ``target``: ``(here, there)``, each None where the model gives none."""
+    from gpuperf_magics.predict import predict_time
 
     batch = int(run.batch_size) if run.batch_size else None
-    device = run.gpu or None
-    count = max(1, int(run.gpu_count or 0)) if device else 0
     model_row = None
     try:
         # The run's own GPU is asked for too: the store's latest run may be on another one.
         wanted = [g for g in (device, target) if g]
-        asked = predict_time(st, run.network, batch_sizes=[batch] if batch else None,
+        asked = predict_time(store, run.network, batch_sizes=[batch] if batch else None,
                              iterations=1, gpus=wanted or None,
                              gpu_count=(gpu_count or max(1, count)) if target else None)
         frame = asked.frame
@@ -271,31 +293,49 @@ def remaining_time(
             f"cannot place run {rid} on {target}: the store's model of {run.network!r} gives "
             f"no time on {device or 'this CPU'} to compare with; profile a complete run of "
             f"{run.network!r} on {device or 'this CPU'} with %%profile_training, then ask again")
-    if own is None and model_row is None:
-        raise PredictionError(
-            f"run {rid} has fewer than 3 steady iterations and the store has no model of "
-            f"{run.network!r} to estimate from: profile one complete run of {run.network!r} "
-            "with %%profile_training (or let a run go 3 iterations past its warm-up), then ask "
-            "again")
+    return model_row, other
+
+
+@dataclass(frozen=True)
+class _Estimate:
+    """Seconds per iteration on the run's device, its interval as ratios, and what it rests
+    on."""
+
+    per_iteration_s: float
+    low_ratio: float
+    high_ratio: float
+    basis: str
+
+
+def _estimate(own: float | None, steady: int, model_row: Any) -> _Estimate:
     if model_row is None:
-        assert own is not None  # checked above
-        per_it, low_ratio, high_ratio = own, 1 - FALLBACK_ERROR, 1 + FALLBACK_ERROR
-        basis = f"{len(steady)} steady iterations of the run"
-    else:
-        blended, weight = blend(own, len(steady), float(model_row["time_s"]))
-        assert blended is not None  # the model gave a time
-        per_it = blended
-        low_ratio = float(model_row["time_low_s"] / model_row["time_s"])
-        high_ratio = float(model_row["time_high_s"] / model_row["time_s"])
-        basis = (f"{len(steady)} steady iterations of the run ({100 * weight:.0f}%) and the "
-                 f"store's model ({100 * (1 - weight):.0f}%)")
-    table = load_prices(prices)
+        assert own is not None  # the caller refused neither
+        return _Estimate(own, 1 - FALLBACK_ERROR, 1 + FALLBACK_ERROR,
+                         f"{steady} steady iterations of the run")
+    blended, weight = blend(own, steady, float(model_row["time_s"]))
+    assert blended is not None  # the model gave a time
+    return _Estimate(
+        blended, float(model_row["time_low_s"] / model_row["time_s"]),
+        float(model_row["time_high_s"] / model_row["time_s"]),
+        f"{steady} steady iterations of the run ({100 * weight:.0f}%) and the store's model "
+        f"({100 * (1 - weight):.0f}%)")
+
+
+def _choices(estimate: _Estimate, left: int, device: str | None, count: int,
+             target: str | None, other: Any, model_row: Any,
+             table: pd.DataFrame) -> pd.DataFrame:
+    """One row per choice (as recorded; moved to ``target``) with time, interval and cost."""
+    import pandas as pd
+
+    per_it = estimate.per_iteration_s
     where = f"as recorded: {f'{count}× {device}' if device else 'this CPU'}"
     rows = [{"choice": where, "gpu": device or "", "gpus": count,
-             "remaining_s": per_it * left, "remaining_low_s": per_it * left * low_ratio,
-             "remaining_high_s": per_it * left * high_ratio, "per_iteration_s": per_it,
-             "basis": basis, **dict(zip(("instance", "usd_per_hour"),
-                                        _price(table, device, count), strict=True))}]
+             "remaining_s": per_it * left,
+             "remaining_low_s": per_it * left * estimate.low_ratio,
+             "remaining_high_s": per_it * left * estimate.high_ratio,
+             "per_iteration_s": per_it, "basis": estimate.basis,
+             **dict(zip(("instance", "usd_per_hour"), _price(table, device, count),
+                        strict=True))}]
     if target is not None and other is not None and model_row is not None:
         ratio = float(other["time_s"]) / float(model_row["time_s"])
         moved = per_it * ratio
@@ -312,15 +352,7 @@ def remaining_time(
         })
     out = pd.DataFrame(rows)
     out["cost_usd"] = out["remaining_s"] / 3600 * out["usd_per_hour"]
-    if out["usd_per_hour"].isna().any():
-        missing = ", ".join(f"{r.gpus}× {r.gpu}" if r.gpu else "this CPU"
-                            for r in out.itertuples()
-                            if math.isnan(r.usd_per_hour))
-        notes.append(f"no price for {missing}: add one with prices= or %config GpuPerf.prices")
-    notes.append("pauses between steps (evaluation, checkpoints) count as often as they "
-                 "happened in the recorded part")
-    return Remaining(run_id=rid, network=run.network, status=run.status, done=done,
-                     total=total, elapsed_s=elapsed, frame=out, notes=notes)
+    return out
 
 
 #: What the live line needs to ask the model: network, batch size, GPU name (None on the
@@ -363,8 +395,8 @@ class LivePrior:
         now (or taken from the cache of this store revision); None when the store has no
         model of it, for whatever reason."""
         try:
-            from gpuperf_magics.predict import fit_store
             from gpuperf_magics.store import Store
+            from gpuperf_magics.store_model import fit_store
 
             st = store if isinstance(store, Store) else Store(store)
             _, runs = fit_store(st, network)

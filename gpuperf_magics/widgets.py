@@ -12,12 +12,12 @@ in the panel, never lost in the kernel's log.
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import math
 import numbers
 from typing import Any
+
+from gpuperf_magics import plot
 
 __all__ = ["WhatIfPanel", "what_if"]
 
@@ -63,42 +63,6 @@ def _starting_value(name: str, value: Any, *, whole: bool) -> Any:
         raise ValueError(f"{name} must be between {_number_text(low)} and "
                          f"{_number_text(high)}, got {value!r}")
     return int(number) if whole else number
-
-
-def _catalog_names(gpus: Any) -> list[str]:
-    """Catalog names of the GPUs asked for, in order, without repeats.
-
-    Raises
-    ------
-    ValueError
-        A name is not a string, or the catalog does not know it
-        (:class:`~gpuperf_magics.hardware.catalog.UnknownGPUError`, with close matches).
-    """
-    from gpuperf_magics.hardware.catalog import lookup
-
-    if gpus is None:
-        return []
-    names = [gpus] if isinstance(gpus, str) else list(gpus)
-    out: list[str] = []
-    for name in names:
-        if not isinstance(name, str):
-            raise ValueError(f"gpus must be GPU names (strings), got {name!r}")
-        canonical = str(lookup(name)["gpu_name"])
-        if canonical not in out:
-            out.append(canonical)
-    return out
-
-
-def _catalog_name(name: str | None) -> str | None:
-    """The catalog's name of a measured GPU, or None when the catalog does not know it."""
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-
-    if name is None:
-        return None
-    try:
-        return str(lookup(name)["gpu_name"])
-    except UnknownGPUError:
-        return None
 
 
 def _offer_choices(table: Any) -> list[tuple[str, str]]:
@@ -207,11 +171,11 @@ class WhatIfPanel:
         prices: Any = None,
         deadline_h: float | None = None,
     ) -> None:
-        import ipywidgets as w
-
+        from gpuperf_magics.hardware.catalog import canonical_names
         from gpuperf_magics.hardware.prices import prices as load_prices
-        from gpuperf_magics.predict import _resolve_network, fit_store, predict_time
+        from gpuperf_magics.predict import predict_time
         from gpuperf_magics.store import Store
+        from gpuperf_magics.store_model import fit_store, resolve_network
 
         batch_size = _starting_value("batch_size", batch_size, whole=True)
         gpu_count = _starting_value("gpu_count", gpu_count, whole=True)
@@ -222,7 +186,7 @@ class WhatIfPanel:
             deadline_h = _starting_value("deadline_h", deadline_h, whole=False)
         if iterations is not None and epochs is not None:
             raise ValueError("give either iterations or epochs (× samples), not both")
-        self._requested = _catalog_names(gpus)
+        self._requested = canonical_names(gpus)
         self._prices = prices
         price_table = load_prices(prices)  # a bad price file fails here, not in a callback
 
@@ -232,9 +196,30 @@ class WhatIfPanel:
         all_runs = self.store.runs(status="ok")
         if all_runs.empty:
             fit_store(self.store, network)  # raises: nothing to learn from, and says what to do
-        first = _resolve_network(all_runs, network)
+        first = resolve_network(all_runs, network)
 
         self._quiet = True  # no prediction while the controls are being set up
+        self._build_controls(list(dict.fromkeys(all_runs["network"])), first, price_table,
+                             batch_size=batch_size, epochs=epochs, samples=samples,
+                             iterations=iterations, gpu_count=gpu_count, deadline_h=deadline_h)
+        self._load_network(first, opening=True, batch_size=batch_size, samples=samples,
+                           gpu_count=gpu_count)
+        self._observe()
+        self._lay_out()
+        self._quiet = False
+        self._update()
+
+    def _build_controls(
+        self, networks: list[str], first: str, price_table: Any, *, batch_size: int | None,
+        epochs: float | None, samples: int | None, iterations: int | None,
+        gpu_count: int | None, deadline_h: float | None,
+    ) -> None:
+        """Create the controls with their starting values (nothing observed yet)."""
+        import ipywidgets as w
+
+        from gpuperf_magics.hardware.prices import prices as load_prices
+        from gpuperf_magics.predict import DEFAULT_BATCH_SIZE, DEFAULT_ITERATIONS
+
         self._samples_source = "given" if samples is not None else "assumed"
         self._here = _CPU_LABEL
         self._measured: str | None = None
@@ -242,10 +227,11 @@ class WhatIfPanel:
         style = {"description_width": "110px"}
         layout = w.Layout(width="420px")
         self._style, self._layout = style, layout
-        self.network = w.Dropdown(options=list(dict.fromkeys(all_runs["network"])), value=first,
+        self.network = w.Dropdown(options=networks, value=first,
                                   description="network", style=style, layout=layout)
-        self.batch_size = w.BoundedIntText(value=batch_size or 32, min=1, max=1_000_000,
-                                           description="batch size", style=style, layout=layout)
+        self.batch_size = w.BoundedIntText(value=batch_size or DEFAULT_BATCH_SIZE, min=1,
+                                           max=1_000_000, description="batch size",
+                                           style=style, layout=layout)
         self.length = w.ToggleButtons(
             options=[("epochs × samples", "epochs"), ("iterations", "iterations")],
             value="iterations" if iterations is not None else "epochs",
@@ -256,8 +242,9 @@ class WhatIfPanel:
         self.samples = w.BoundedIntText(value=samples or ASSUMED_SAMPLES, min=1, max=10**12,
                                         description="samples / epoch", style=style,
                                         layout=layout)
-        self.iterations = w.BoundedIntText(value=iterations or 1000, min=1, max=10**15,
-                                           description="iterations", style=style, layout=layout)
+        self.iterations = w.BoundedIntText(value=iterations or DEFAULT_ITERATIONS, min=1,
+                                           max=10**15, description="iterations", style=style,
+                                           layout=layout)
         self.gpu = w.Dropdown(options=[_CPU_LABEL], value=_CPU_LABEL, description="GPU",
                               style=style, layout=layout)
         self.gpu_count = w.BoundedIntText(value=gpu_count or 1, min=1, max=1024,
@@ -278,14 +265,19 @@ class WhatIfPanel:
         self.figure: Any = None
         self.offers: Any = None
 
-        self._load_network(first, opening=True, batch_size=batch_size, samples=samples,
-                           gpu_count=gpu_count)
+    def _observe(self) -> None:
+        """Answer every change of a control."""
         self.samples.observe(self._samples_edited, names="value")
         self.length.observe(self._length_changed, names="value")
         self.network.observe(self._network_changed, names="value")
         for control in (self.batch_size, self.epochs, self.samples, self.iterations, self.gpu,
                         self.gpu_count, self.instances, self.deadline):
             control.observe(self._update, names="value")
+
+    def _lay_out(self) -> None:
+        """Controls beside the plot, the answer and the offers below (``widget``)."""
+        import ipywidgets as w
+
         self._show_length()
         controls = w.VBox([self.network, self.batch_size, self.length, self.epochs,
                            self.samples, self.iterations, self.gpu, self.gpu_count,
@@ -297,8 +289,6 @@ class WhatIfPanel:
         self._snapshot: Any = None
         self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view,
                               hide])
-        self._quiet = False
-        self._update()
 
     # ------------------------------------------------------------------ network
     def _load_network(
@@ -308,12 +298,10 @@ class WhatIfPanel:
         """Fit ``network`` (or keep why it cannot be fitted) and set the controls from its
         latest run, except where a starting value was given. Opening, the GPU and the GPU
         count are set too; later, the user's choice of GPU and GPU count is kept."""
-        import ipywidgets as w
         import pandas as pd
 
-        from gpuperf_magics.hardware.catalog import gpus
-        from gpuperf_magics.predict import BASE_FEATURES, PredictionError, robust_times
         from gpuperf_magics.store import StoreError
+        from gpuperf_magics.store_model import PredictionError, robust_times
 
         model = None
         try:
@@ -335,22 +323,7 @@ class WhatIfPanel:
             else pd.Series(dtype=float)
         self._measured_per_iteration = {int(b): float(t) for b, t in per_it.items()}
 
-        gpu = latest.get("gpu")
-        self._measured = gpu if isinstance(gpu, str) and gpu else None
-        measured_name = _catalog_name(self._measured)
-        previous_here, chosen = self._here, self.gpu.value
-        self._here = self._measured or _CPU_LABEL
-        others = [str(g) for g in gpus()["name"] if g != measured_name]
-        listed = [g for g in self._requested if g in others]
-        options = [self._here, *listed, *[g for g in others if g not in listed]]
-        if opening and self._requested:
-            wanted = self._requested[0]
-        elif chosen != previous_here:
-            wanted = chosen
-        else:
-            wanted = self._here
-        self.gpu.options = options
-        self.gpu.value = wanted if wanted in options else self._here
+        self._set_gpu_options(latest.get("gpu"), opening=opening)
 
         if batch_size is not None:
             self.batch_size.value = batch_size
@@ -367,6 +340,37 @@ class WhatIfPanel:
             self.gpu_count.value = gpu_count
         elif opening and pd.notna(latest.get("gpu_count")):
             self.gpu_count.value = max(1, int(latest["gpu_count"]))
+
+        self._set_features(model, runs)
+
+    def _set_gpu_options(self, gpu: Any, *, opening: bool) -> None:
+        """The GPU choices: the measured device first, the GPUs asked for, then the catalog;
+        the user's choice kept across networks."""
+        from gpuperf_magics.hardware.catalog import find, gpus
+
+        self._measured = gpu if isinstance(gpu, str) and gpu else None
+        found = find(self._measured)
+        measured_name = None if found is None else str(found["gpu_name"])
+        previous_here, chosen = self._here, self.gpu.value
+        self._here = self._measured or _CPU_LABEL
+        others = [str(g) for g in gpus()["name"] if g != measured_name]
+        listed = [g for g in self._requested if g in others]
+        options = [self._here, *listed, *[g for g in others if g not in listed]]
+        if opening and self._requested:
+            wanted = self._requested[0]
+        elif chosen != previous_here:
+            wanted = chosen
+        else:
+            wanted = self._here
+        self.gpu.options = options
+        self.gpu.value = wanted if wanted in options else self._here
+
+    def _set_features(self, model: Any, runs: Any) -> None:
+        """One number control per feature the model learnt besides the base ones, starting
+        at the latest run's value."""
+        import ipywidgets as w
+
+        from gpuperf_magics.store_model import BASE_FEATURES
 
         self.features = {}
         if model is not None:
@@ -443,8 +447,9 @@ class WhatIfPanel:
 
     def _answer(self) -> None:
         from gpuperf_magics.hardware.catalog import UnknownGPUError
-        from gpuperf_magics.predict import PredictionError, format_duration
+        from gpuperf_magics.predict import PredictionError
         from gpuperf_magics.store import StoreError
+        from gpuperf_magics.units import format_duration
 
         if self._error is not None:
             self._show_error(self._error)
@@ -500,19 +505,11 @@ class WhatIfPanel:
 
     # ------------------------------------------------------------------ plot and offers
     def _plot_batches(self) -> list[int]:
-        """Measured batch sizes, powers of two from half the smallest to four times the
-        largest, and the batch size asked for."""
-        measured = sorted(self._measured_batches) or [self.batch_size.value]
-        low, high = max(1, measured[0] // 2), measured[-1] * 4
-        powers = [2**k for k in range(0, 21) if low <= 2**k <= high]
-        return sorted({*measured, *powers, self.batch_size.value})
+        return plot.batch_sizes(list(self._measured_batches), self.batch_size.value)
 
     def _draw(self, on_gpu: bool) -> None:
         """Job time against batch size on the measured device and the chosen GPU, drawn into
         a new PNG that replaces the last one in ``plot`` (one update: no flicker)."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-
         chosen = self.gpu.value if self.gpu.value != self._here else None
         prediction = self._predict_time(
             self.store, self.network.value, batch_sizes=self._plot_batches(),
@@ -520,56 +517,14 @@ class WhatIfPanel:
             gpu_count=self.gpu_count.value if on_gpu else None,
             settings={k: v.value for k, v in self.features.items()}, **self._length(),
         )
-        frame = prediction.frame
-        figure = Figure(figsize=(5.2, 3.4), dpi=80)
-        ax = figure.add_subplot()
-        measured = sorted(self._measured_batches)
-        # The measured device is a missing GPU on the CPU: None, NaN or pandas.NA by the
-        # column's dtype (pandas 3 reads text as "str", where None becomes NaN).
-        import pandas as pd
-
-        devices = list(dict.fromkeys(None if pd.isna(g) else g for g in frame["gpu"]))
-        for number, device in enumerate(devices):
-            rows = frame[frame["gpu"].isna()] if device is None else frame[frame["gpu"] == device]
-            rows = rows.sort_values("batch_size")
-            name = self._here if number == 0 else str(device)
-            color = f"C{number}"
-            x = rows["batch_size"].to_numpy()
-            ax.fill_between(x, rows["time_low_s"], rows["time_high_s"], color=color,
-                            alpha=0.15, linewidth=0)
-            # The whole curve dashed; on the measured device the measured range drawn over it
-            # solid, so what is extrapolated (or, on another GPU, transferred) stays dashed.
-            ax.plot(x, rows["time_s"], linestyle="--", color=color,
-                    label=f"{name} ({'extrapolated' if number == 0 else 'transfer'})")
-            inside = (x >= measured[0]) & (x <= measured[-1]) if number == 0 and measured \
-                else x < 0
-            if inside.any():
-                ax.plot(x[inside], rows["time_s"].to_numpy()[inside], linestyle="-",
-                        color=color, label=f"{name} (interpolated)")
-            if number == 0 and measured:
-                points = rows[rows["batch_size"].isin(measured)]
-                per_it = points["batch_size"].map(self._measured_per_iteration)
-                ax.plot(points["batch_size"], per_it * points["iterations"], linestyle="none",
-                        marker="o", color=color, label="measured (× the job's iterations)")
-        ax.axvline(self.batch_size.value, color="grey", linewidth=0.8)
-        if self.deadline.value:
-            ax.axhline(self.deadline.value * 3600, color="#b00", linewidth=0.8,
-                       label="deadline")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("batch size")
-        ax.set_ylabel("job time (s)")
-        ax.set_title(f"{self.network.value}: time of the job", fontsize=10)
-        ax.legend(fontsize=7)
-        figure.tight_layout()
-        buffer = io.BytesIO()
-        FigureCanvasAgg(figure).print_png(buffer)
-        self.figure = figure
-        self.plot.outputs = ({
-            "output_type": "display_data", "metadata": {},
-            "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
-                     "text/plain": f"<plot of {self.network.value}'s job time>"},
-        },)
+        measured = {b: t for b, t in self._measured_per_iteration.items()
+                    if b in self._measured_batches}
+        self.figure = plot.job_time_figure(prediction.frame, plot.JobPlot(
+            network=self.network.value, here=self._here, measured_per_iteration=measured,
+            batch_size=self.batch_size.value,
+            deadline_s=self.deadline.value * 3600 if self.deadline.value else None))
+        self.plot.outputs = (plot.png_output(self.figure,
+                                             f"<plot of {self.network.value}'s job time>"),)
 
     def _show_offers(self, on_gpu: bool) -> None:
         from gpuperf_magics.offers import offers

@@ -231,7 +231,15 @@ def test_profile_option_errors(shell, line, message):
 
 def test_help_has_usage_and_options(shell):
     doc = shell.find_cell_magic("profile_training").__doc__
-    assert "Usage" in doc and "--warmup" in doc and "--phases" in doc and "-v VAR" in doc
+    assert "--warmup" in doc and "--phases" in doc and "-v VAR" in doc
+    # One usage, the one magic_arguments writes from the declared options.
+    assert doc.count("%profile_training [") == 1 and "Usage::" not in doc
+
+
+def test_predict_time_help_shows_one_usage(shell):
+    doc = shell.find_line_magic("predict_time").__doc__
+    assert doc.count("%predict_time [") == 1 and "Usage::" not in doc
+    assert "--remaining" in doc and "--batch-size" in doc and "--store" in doc
 
 
 def test_unload_removes_the_magics():

@@ -187,7 +187,8 @@ def test_magic_usage_errors(ip, filled, line, message):
 
 def test_magic_help(ip):
     doc = ip.find_line_magic("predict_time").__doc__
-    assert "Usage" in doc and "--batch-size" in doc and "--gpu" in doc
+    assert "--batch-size" in doc and "--gpu" in doc
+    assert doc.count("%predict_time [") == 1  # the usage magic_arguments writes, once
 
 
 def test_whole_run_imports_keep_their_setup_time(tmp_path):
@@ -333,3 +334,29 @@ def test_runs_of_one_name_with_other_architectures_are_one_study(tmp_path, profi
     small = predict.predict_time(path, batch_sizes=[16], settings={"arch_params": 5514})
     assert small.frame["kind"].iloc[0] == "interpolation"
 
+
+
+def test_a_smaller_batch_is_capped_at_the_next_larger_batchs_iteration() -> None:
+    from gpuperf_magics.model.monotone import monotone_in_batch
+
+    frame = pd.DataFrame({"batch_size": [64, 32, 128], "gpu": ["T4"] * 3, "gpu_count": 1,
+                          "per_iteration_s": [0.2, 0.3, 0.4], "time_s": [2.0, 3.0, 4.0],
+                          "time_low_s": [1.0, 1.5, 2.0], "time_high_s": [4.0, 6.0, 8.0]})
+    notes = monotone_in_batch(frame, ["gpu", "gpu_count"])
+    assert list(frame["per_iteration_s"]) == pytest.approx([0.2, 0.2, 0.4])
+    assert list(frame["time_high_s"]) == pytest.approx([4.0, 4.0, 8.0])
+    assert len(notes) == 1 and notes[0].startswith("batch 32: capped")
+
+
+def test_cpu_to_gpu_rows_need_a_flops_count() -> None:
+    from gpuperf_magics.model.cpu_to_gpu import cpu_to_gpu_table
+
+    configs = pd.DataFrame({"network": ["n"], "gpu": ["Tesla T4"], "batch_size": [32],
+                            "gpu_count": [1], "iterations": [100]})
+    with pytest.raises(ValueError, match="no FLOPs count"):
+        cpu_to_gpu_table(configs, pd.Series({"arch_depth": 3}))
+    rows = cpu_to_gpu_table(configs, pd.Series({"arch_flops_fwd_bwd": 1e9,
+                                                "arch_layers_total": 10}))
+    assert rows["kind"].iloc[0] == "transfer"
+    assert rows["time_s"].iloc[0] == pytest.approx(100 * rows["per_iteration_s"].iloc[0])
+    assert rows["time_low_s"].iloc[0] < rows["time_s"].iloc[0] < rows["time_high_s"].iloc[0]

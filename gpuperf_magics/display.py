@@ -1,0 +1,76 @@
+"""How a :class:`~gpuperf_magics.predict.Prediction` reads: a table for people, a header line,
+plain text for a terminal or ``print`` and HTML for a notebook.
+
+The prediction itself is data (a frame of seconds); everything about rounding, labels and
+layout is here, so that the magic, the command line and the panel show one prediction alike.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import TYPE_CHECKING
+
+from gpuperf_magics.units import format_duration, format_seconds
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from gpuperf_magics.predict import Prediction
+
+__all__ = ["as_html", "as_text", "header", "table"]
+
+
+def table(prediction: Prediction) -> pd.DataFrame:
+    """The human table: configuration, total (h:mm:ss), per iteration, interval, kind."""
+    import pandas as pd
+
+    f = prediction.frame
+    set_columns = list(f.attrs.get("set_columns", []))
+    rows = []
+    for _, r in f.iterrows():
+        device = r["gpu"] if isinstance(r["gpu"], str) and r["gpu"] else "CPU"
+        count = 0 if pd.isna(r["gpu_count"]) else int(r["gpu_count"])
+        if count > 1:
+            device = f"{count}× {device}"
+        extra = "".join(f" · {c}={r[c]:g}" for c in set_columns)
+        kind = r["kind"] + (f" ({r['detail']})" if r["detail"] else "")
+        rows.append({
+            "configuration": f"batch {int(r['batch_size'])} · {device}{extra}",
+            "iterations": f"{int(r['iterations']):,}",
+            "predicted time": format_duration(r["time_s"]),
+            "per iteration": format_seconds(r["per_iteration_s"]),
+            "interval": f"{format_duration(r['time_low_s'])} – "
+                        f"{format_duration(r['time_high_s'])}",
+            "kind": kind,
+            "expected error": f"±{100 * r['expected_mape']:.0f}%",
+        })
+    return pd.DataFrame(rows)
+
+
+def header(prediction: Prediction) -> str:
+    """The network, what the model was fitted on, and its cross-validated error."""
+    p = prediction
+    cv = "n/a" if not math.isfinite(p.cv_mape) else f"{100 * p.cv_mape:.1f}%"
+    return (f"{p.network}: fitted on {p.runs} run(s) ({p.measured}); "
+            f"cross-validated error (MAPE) {cv}")
+
+
+def as_text(prediction: Prediction) -> str:
+    """Header, table, notes and advice as plain text."""
+    lines = [header(prediction), table(prediction).to_string(index=False)]
+    lines += [f"note: {n}" for n in prediction.notes]
+    lines += [f"advice: {a}" for a in prediction.advice]
+    return "\n".join(lines)
+
+
+def as_html(prediction: Prediction) -> str:
+    """Header, table, notes and advice as one HTML block (every text escaped)."""
+    foot = "".join(f"<li>{html.escape(n)}</li>" for n in prediction.notes)
+    foot += "".join(f"<li><b>advice:</b> {html.escape(a)}</li>" for a in prediction.advice)
+    return (
+        f"<div class='gpuperf-prediction'><p><b>{html.escape(header(prediction))}</b></p>"
+        + table(prediction).to_html(index=False, escape=True, border=0)
+        + (f"<ul>{foot}</ul>" if foot else "")
+        + "</div>"
+    )

@@ -1,0 +1,53 @@
+"""Prediction rows for GPUs when a network was only measured on the CPU.
+
+The estimate per iteration is :func:`~gpuperf_magics.model.roofline.cpu_to_gpu_seconds` (FLOPs
+at a fraction of the GPU's peak); this module turns it into the rows a prediction table holds,
+with its own interval: a guess of :data:`~gpuperf_magics.model.roofline.EXPECTED_MAPE` either
+way, wider above (a real job is more often slower than the peak suggests than faster).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+#: The label of these rows in a prediction's ``detail`` column.
+DETAIL = "from CPU runs by FLOPs, rough"
+
+
+def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
+    """One row per configuration (``network, gpu, batch_size, gpu_count, iterations``) with
+    ``time_s``, its interval, ``per_iteration_s``, ``kind``, ``detail`` and
+    ``expected_mape``, from the ``arch_*`` figures of the latest CPU run ``latest``.
+
+    Raises
+    ------
+    ValueError
+        The runs have no FLOPs count to estimate from.
+    """
+    import pandas as pd
+
+    from gpuperf_magics.hardware.catalog import lookup
+    from gpuperf_magics.model.roofline import EXPECTED_MAPE, cpu_to_gpu_seconds
+
+    arch = {k: latest[k] for k in latest.index if str(k).startswith("arch_")}
+    out = []
+    for idx, row in configs.iterrows():
+        per_it = cpu_to_gpu_seconds(arch, lookup(row["gpu"]), int(row["batch_size"]),
+                                    int(row["gpu_count"]))
+        if per_it is None:
+            raise ValueError(
+                f"cannot estimate {row['gpu']} from CPU runs: the runs have no FLOPs count "
+                "(arch_flops_fwd_bwd); profile one run on a GPU instead"
+            )
+        total = per_it * int(row["iterations"])
+        out.append(pd.Series({
+            "network": row["network"], "time_s": total,
+            "time_low_s": total * (1 - EXPECTED_MAPE),
+            "time_high_s": total * (1 + 2 * EXPECTED_MAPE),
+            "per_iteration_s": per_it, "kind": "transfer", "detail": DETAIL,
+            "expected_mape": EXPECTED_MAPE,
+        }, name=idx))
+    return pd.DataFrame(out)
