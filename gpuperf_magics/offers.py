@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics._checks import positive_number
 from gpuperf_magics.predict import PredictionError
 from gpuperf_magics.units import format_cost, format_duration
 
@@ -217,9 +218,7 @@ def offers(
     from gpuperf_magics.predict import DEFAULT_BATCH_SIZE
     from gpuperf_magics.store_model import fit_store
 
-    if deadline_s is not None and not (math.isfinite(deadline_s) and deadline_s > 0):
-        raise PredictionError(f"the deadline must be a finite number of seconds > 0, got "
-                              f"{deadline_s}")
+    deadline_s = positive_number(deadline_s, "the deadline", error=PredictionError)
     chosen = _select(load_prices(prices), instances)
     _, runs = fit_store(store, network)
     net = str(runs["network"].iloc[0])

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics import display
+from gpuperf_magics._checks import positive_number
 
 # Fitting from a store moved to store_model, option parsing to prediction_options (issue 11);
 # the names stay importable from here, where scripts and notebooks found them.
@@ -210,7 +211,13 @@ def predict_time(
     -------
     Prediction
     """
-    _check_job(batch_sizes, iterations, epochs, samples, gpu_count)
+    # Whole numbers come back as int (a numpy integer too); a bool, NaN or 0 is refused.
+    iterations, samples, gpu_count = (
+        positive_number(value, name, whole=True, error=PredictionError)
+        for name, value in (("iterations", iterations), ("samples", samples),
+                            ("gpu_count", gpu_count)))
+    epochs = positive_number(epochs, "epochs", error=PredictionError)
+    _check_job(batch_sizes, iterations, epochs, samples)
     from gpuperf_magics.model.monotone import monotone_in_batch
 
     fitted, runs = fit_store(store, network)
@@ -248,14 +255,8 @@ def predict_time(
 
 
 def _check_job(batch_sizes: list[int] | None, iterations: int | None, epochs: float | None,
-               samples: int | None, gpu_count: int | None) -> None:
-    """Refuse a job size that is no positive number, or given twice."""
-    for name, value in (("iterations", iterations), ("samples", samples),
-                        ("gpu_count", gpu_count)):
-        if value is not None and value <= 0:
-            raise PredictionError(f"{name} must be a positive integer, got {value}")
-    if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
-        raise PredictionError(f"epochs must be a finite number > 0, got {epochs}")
+               samples: int | None) -> None:
+    """Refuse a job size given twice, and batch sizes that are not positive."""
     if iterations is not None and (epochs is not None or samples is not None):
         raise PredictionError("give either --iterations or --epochs/--samples, not both")
     if batch_sizes is not None and (not batch_sizes or min(batch_sizes) <= 0):

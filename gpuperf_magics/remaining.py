@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics._checks import positive_number
 from gpuperf_magics.predict import PredictionError
 
 # Moved to prediction_options with the other option checks (issue 11); importable from here.
@@ -208,8 +209,7 @@ def remaining_time(
     from gpuperf_magics.store import Store
 
     st = store if isinstance(store, Store) else Store(store)
-    if gpu_count is not None and gpu_count <= 0:
-        raise PredictionError(f"gpu_count must be a positive integer, got {gpu_count}")
+    gpu_count = positive_number(gpu_count, "gpu_count", whole=True, error=PredictionError)
     target = resolve_gpus([gpu])[0] if gpu is not None else None
     rid = _partial_run_id(st) if run_id is None else int(run_id)
     run, total = _partial_run(st, rid)

@@ -119,7 +119,7 @@ def test_set_feature_from_imported_measurements(tmp_path):
         ({"network": "resnet"}, "known networks: 'mlp'"),
         ({"gpus": ["Voodoo 5"]}, "Voodoo 5"),
         ({"iterations": 10, "epochs": 2}, "either --iterations or --epochs"),
-        ({"iterations": 0}, "positive"),
+        ({"iterations": 0}, "iterations must be a finite number > 0"),
         ({"gpu_count": 2}, "--gpu-count needs a GPU"),
         ({"batch_sizes": [0, 8]}, "positive"),
     ],
@@ -360,3 +360,16 @@ def test_cpu_to_gpu_rows_need_a_flops_count() -> None:
     assert rows["kind"].iloc[0] == "transfer"
     assert rows["time_s"].iloc[0] == pytest.approx(100 * rows["per_iteration_s"].iloc[0])
     assert rows["time_low_s"].iloc[0] < rows["time_s"].iloc[0] < rows["time_high_s"].iloc[0]
+
+
+@pytest.mark.parametrize(("keywords", "message"), [
+    ({"iterations": 0}, "iterations must be a finite number > 0"),
+    ({"iterations": True}, "iterations must be a whole number"),
+    ({"samples": 2.5}, "samples must be a whole number"),
+    ({"epochs": float("nan")}, "epochs must be a finite number > 0"),
+    ({"gpu_count": -1}, "gpu_count must be a finite number > 0"),
+])
+def test_job_sizes_are_checked_before_the_store_is_read(tmp_path, keywords, message):
+    with pytest.raises(predict.PredictionError, match=message):
+        predict.predict_time(tmp_path / "absent.sqlite", **keywords)
+    assert not (tmp_path / "absent.sqlite").exists()

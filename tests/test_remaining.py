@@ -96,7 +96,7 @@ def test_moving_the_rest_to_another_gpu_with_the_cost_of_both(store):
     (None, {"run_id": 1}, "run 1 completed: nothing remains"),
     ("no-length", {}, "no interrupted or failed run with a known job length"),
     ("partial", {"gpu": "Voodoo 5"}, "unknown GPU"),
-    ("partial", {"gpu_count": 0}, "gpu_count must be a positive integer"),
+    ("partial", {"gpu_count": 0}, "gpu_count must be a finite number > 0"),
 ])
 def test_what_cannot_be_answered_says_why(store, setup, kwargs, message):
     if setup == "no-length":
