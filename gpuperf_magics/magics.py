@@ -7,7 +7,6 @@ Magics parse, call the Python API and display; nothing here that a script cannot
 from __future__ import annotations
 
 import keyword
-import math
 import shlex
 from argparse import ArgumentTypeError
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Unicode
 
 from gpuperf_magics import prediction_options
+from gpuperf_magics._checks import positive_number
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
@@ -93,16 +93,11 @@ def _check_store(path: str | None) -> None:
 
 
 def _positive(kind: type) -> Any:
-    """An argparse type: a finite number > 0 (``nan`` and ``inf`` parse as floats)."""
+    """An argparse type: a finite number > 0 (``nan`` and ``inf`` parse as floats), whole
+    for ``int`` (argparse names the option in front of the message)."""
 
     def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
-        if not (math.isfinite(value) and value > 0):
-            raise ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-        return value
+        return positive_number(text, "the value", whole=kind is int, error=ArgumentTypeError)
 
     parse.__name__ = kind.__name__
     return parse
