@@ -51,11 +51,20 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "capture": (("store", "model", "datasets", *PREDICTION, *SKINS), ("pandas", *NOTEBOOK)),
     "capture.progress": (("store", "model", "datasets", *PREDICTION, *SKINS),
                          ("pandas", *NOTEBOOK)),
+    # The prediction layer's own modules: what predict builds on imports neither predict nor
+    # anything above it, nor pandas before a prediction is asked for.
+    "store_model": (("datasets", *PREDICTION, *SKINS), ("torch", "pandas", *NOTEBOOK)),
+    "display": (("datasets", *PREDICTION, *SKINS), ("torch", "pandas", *NOTEBOOK)),
+    "prediction_options": (("datasets", "store", "model", *PREDICTION, *SKINS),
+                           ("torch", "pandas", *NOTEBOOK)),
     "predict": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
     "offers": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
     "remaining": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
     "datasets": (("store", "model", "capture", *PREDICTION, *SKINS), ("torch", *NOTEBOOK)),
     "widgets": (("magics", "cli"), ("torch", "IPython")),
+    # The panel's figure: matplotlib is imported when a figure is drawn, not on import.
+    "plot": (("store", "model", "magics", "cli", "widgets", *PREDICTION),
+             ("torch", "pandas", *NOTEBOOK)),
     "cli": (("magics", "widgets"), ("torch", *NOTEBOOK)),
     "magics": (("model", "capture", "widgets", "cli", *PREDICTION), ("torch", "pandas")),
 }
