@@ -7,7 +7,8 @@ the layer order of the README, bottom to top:
 
 ``_version, columns, units, _checks`` → ``hardware`` → ``architecture`` → ``run`` → ``store``
 → ``model`` → ``capture`` → prediction (``store_model, prediction_options, display, memory,
-predict, offers, remaining``) → skins (``magics, widgets, plot, cli, demo``) → the root.
+predict, offers, remaining``) → skins (``magics, widgets, panel_controls, plot, cli,
+demo``) → the root.
 
 ``datasets`` (downloads of public measurements) uses nothing of the package and sits beside the
 bottom. Imports under ``if TYPE_CHECKING:`` are type hints, never run, and are left out.
@@ -36,7 +37,7 @@ LAYERS: dict[str, int] = {
     "predict": 8,
     "offers": 9,
     "remaining": 10,
-    "magics": 11, "widgets": 11, "plot": 11, "cli": 11, "demo": 11,
+    "magics": 11, "widgets": 11, "panel_controls": 11, "plot": 11, "cli": 11, "demo": 11,
     "": 12,  # the package root: ``import gpuperf_magics`` / ``from gpuperf_magics import X``
 }
 

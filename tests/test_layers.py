@@ -62,6 +62,9 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "remaining": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
     "datasets": (("store", "model", "capture", *PREDICTION, *SKINS), ("torch", *NOTEBOOK)),
     "widgets": (("magics", "cli"), ("torch", "IPython")),
+    # The panel's controls: ipywidgets is imported when a panel is built, not on import.
+    "panel_controls": (("store", "model", "magics", "cli", "widgets", *PREDICTION),
+                       ("torch", "pandas", *NOTEBOOK)),
     # The panel's figure: matplotlib is imported when a figure is drawn, not on import.
     "plot": (("store", "model", "magics", "cli", "widgets", *PREDICTION),
              ("torch", "pandas", *NOTEBOOK)),

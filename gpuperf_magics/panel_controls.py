@@ -1,0 +1,198 @@
+"""The what-if panel's controls: their bounds and starting values, the offers chooser, and
+how they are built, observed and laid out (:class:`PanelControls`, which
+:class:`~gpuperf_magics.widgets.WhatIfPanel` builds on).
+
+The panel itself (:mod:`gpuperf_magics.widgets`) answers: it fits, predicts, draws and shows
+offers. What a control holds and when it is enabled is here.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["ASSUMED_SAMPLES", "DEFAULT_EPOCHS", "DEFAULT_OFFERS", "PanelControls",
+           "offer_choices", "preselected", "starting_value"]
+
+#: Samples per epoch the panel starts from when the store records no dataset size.
+ASSUMED_SAMPLES = 50_000
+#: Epochs the panel starts from when none are given.
+DEFAULT_EPOCHS = 10
+
+# Bounds of the controls: a starting value outside them would be clamped silently by the
+# bounded widgets, so it is refused instead.
+_BOUNDS: dict[str, tuple[float, float]] = {
+    "batch_size": (1, 1_000_000),
+    "gpu_count": (1, 1024),
+    "epochs": (0.01, 1_000_000),
+    "iterations": (1, 10**15),
+    "samples": (1, 10**12),
+    "deadline_h": (0.001, 1_000_000),
+}
+#: The measured device's entry when the runs were on the CPU.
+CPU_LABEL = "this CPU (measured)"
+#: CSS class of the saved answer shown when the widgets cannot render.
+SNAPSHOT_CLASS = "gpuperf-whatif-saved"
+#: Offers selected when the panel opens (the chooser holds every priced instance).
+DEFAULT_OFFERS = 10
+
+
+def _number_text(value: float) -> str:
+    return f"{value:,}" if float(value).is_integer() else f"{value:g}"
+
+
+def starting_value(name: str, value: Any, *, whole: bool) -> Any:
+    """``value`` checked as the starting value of control ``name`` (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+    if whole and not number.is_integer():
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    low, high = _BOUNDS[name]
+    if not low <= number <= high:
+        raise ValueError(f"{name} must be between {_number_text(low)} and "
+                         f"{_number_text(high)}, got {value!r}")
+    return int(number) if whole else number
+
+
+def offer_choices(table: Any) -> list[tuple[str, str]]:
+    """One choice per row of the price table: an instance's on-demand and spot prices (or its
+    regions) are separate offers. The value is the instance name where the table has one row
+    of it, else the row's offer label; both are what :func:`~gpuperf_magics.offers.offers`
+    takes as ``instances``."""
+    from gpuperf_magics.offers import offer_label
+
+    counts = table["instance"].value_counts()
+    return [(f"{r.provider} {r.instance} ({r.gpus}× {r.gpu}, {r.region}, {r.pricing})",
+             r.instance if counts[r.instance] == 1
+             else offer_label(r.provider, r.instance, r.region, r.pricing))
+            for r in table.itertuples()]
+
+
+def preselected(table: Any, choices: list[tuple[str, str]], builtin: Any) -> list[str]:
+    """The offers selected when the panel opens: the user's own rows (added, or replacing a
+    built-in price) first, then the table's first rows; :data:`DEFAULT_OFFERS` in all."""
+    from gpuperf_magics.hardware.prices import KEY
+
+    shipped = {tuple(k): (p, src) for *k, p, src in
+               builtin[[*KEY, "usd_per_hour", "source"]].itertuples(index=False)}
+    rows = table[[*KEY, "usd_per_hour", "source"]].itertuples(index=False)
+    own = [i for i, (*k, p, src) in enumerate(rows) if shipped.get(tuple(k)) != (p, src)]
+    order = own + [i for i in range(len(choices)) if i not in own]
+    return [choices[i][1] for i in order[:DEFAULT_OFFERS]]
+
+
+
+class PanelControls:
+    """The controls of the what-if panel and the rules between them (which length control
+    is enabled, whose samples per epoch the panel shows). The panel supplies ``_update`` (answer
+    again) and ``_network_changed``."""
+
+    _quiet: bool
+    _update: Callable[..., None]
+    _network_changed: Callable[[Any], None]
+
+    def _build_controls(
+        self, networks: list[str], first: str, price_table: Any, *, batch_size: int | None,
+        epochs: float | None, samples: int | None, iterations: int | None,
+        gpu_count: int | None, deadline_h: float | None,
+    ) -> None:
+        """Create the controls with their starting values (nothing observed yet)."""
+        import ipywidgets as w
+
+        from gpuperf_magics.hardware.prices import prices as load_prices
+        from gpuperf_magics.predict import DEFAULT_BATCH_SIZE, DEFAULT_ITERATIONS
+
+        self._samples_source = "given" if samples is not None else "assumed"
+        self._here = CPU_LABEL
+        self._measured: str | None = None
+        self._error: str | None = None
+        style = {"description_width": "110px"}
+        layout = w.Layout(width="420px")
+        self._style, self._layout = style, layout
+        self.network = w.Dropdown(options=networks, value=first,
+                                  description="network", style=style, layout=layout)
+        self.batch_size = w.BoundedIntText(value=batch_size or DEFAULT_BATCH_SIZE, min=1,
+                                           max=1_000_000, description="batch size",
+                                           style=style, layout=layout)
+        self.length = w.ToggleButtons(
+            options=[("epochs × samples", "epochs"), ("iterations", "iterations")],
+            value="iterations" if iterations is not None else "epochs",
+            description="job length", style=style)
+        self.epochs = w.BoundedFloatText(value=epochs or DEFAULT_EPOCHS, min=0.01,
+                                         max=1_000_000, description="epochs", style=style,
+                                         layout=layout)
+        self.samples = w.BoundedIntText(value=samples or ASSUMED_SAMPLES, min=1, max=10**12,
+                                        description="samples / epoch", style=style,
+                                        layout=layout)
+        self.iterations = w.BoundedIntText(value=iterations or DEFAULT_ITERATIONS, min=1,
+                                           max=10**15, description="iterations", style=style,
+                                           layout=layout)
+        self.gpu = w.Dropdown(options=[CPU_LABEL], value=CPU_LABEL, description="GPU",
+                              style=style, layout=layout)
+        self.gpu_count = w.BoundedIntText(value=gpu_count or 1, min=1, max=1024,
+                                          description="GPUs", style=style, layout=layout)
+        self.features: dict[str, Any] = {}
+        self._feature_box = w.VBox()
+        self.result = w.HTML()
+        choices = offer_choices(price_table)
+        self.instances = w.SelectMultiple(
+            options=choices, value=preselected(price_table, choices, load_prices()),
+            description="offers", rows=min(8, max(1, len(choices))), style=style,
+            layout=w.Layout(width="520px"))
+        self.deadline = w.BoundedFloatText(value=deadline_h or 0, min=0, max=1_000_000,
+                                           step=0.5, description="deadline (h, 0: none)",
+                                           style=style, layout=layout)
+        self.plot = w.Output()
+        self.offers_view = w.HTML()
+        self.figure: Any = None
+        self.offers: Any = None
+
+    def _observe(self) -> None:
+        """Answer every change of a control."""
+        self.samples.observe(self._samples_edited, names="value")
+        self.length.observe(self._length_changed, names="value")
+        self.network.observe(self._network_changed, names="value")
+        for control in (self.batch_size, self.epochs, self.samples, self.iterations, self.gpu,
+                        self.gpu_count, self.instances, self.deadline):
+            control.observe(self._update, names="value")
+
+    def _lay_out(self) -> None:
+        """Controls beside the plot, the answer and the offers below (``widget``)."""
+        import ipywidgets as w
+
+        self._show_length()
+        controls = w.VBox([self.network, self.batch_size, self.length, self.epochs,
+                           self.samples, self.iterations, self.gpu, self.gpu_count,
+                           self._feature_box, self.instances, self.deadline])
+        # A notebook reopened without a kernel cannot draw the widgets; the answer is then
+        # shown by a plain output next to them (see _ipython_display_), which this style,
+        # present only while the widgets render, hides.
+        hide = w.HTML(f"<style>.{SNAPSHOT_CLASS} {{display: none}}</style>")
+        self._snapshot: Any = None
+        self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view,
+                              hide])
+
+    def _samples_edited(self, change: Any) -> None:
+        if not self._quiet:
+            self._samples_source = "user"
+
+    def _length_changed(self, change: Any) -> None:
+        self._show_length()
+        self._update()
+
+    def _show_length(self) -> None:
+        by_epochs = self.length.value == "epochs"
+        self.epochs.disabled = self.samples.disabled = not by_epochs
+        self.iterations.disabled = by_epochs
+
+    def _length(self) -> dict[str, Any]:
+        if self.length.value == "epochs":
+            return {"epochs": self.epochs.value, "samples": self.samples.value}
+        return {"iterations": self.iterations.value}
