@@ -11,11 +11,15 @@ import contextlib
 import datetime as _dt
 import math
 import os
+import signal
 import statistics
 from collections import Counter
 from types import TracebackType
 from typing import Any, Literal
 
+from gpuperf_magics._checks import positive_number
+from gpuperf_magics.capture.signals import SignalHold
+from gpuperf_magics.columns import names
 from gpuperf_magics.run import IterationRecord, Run
 
 __all__ = ["ProfileSession", "auto_warmup", "profile_training", "unsaved_runs"]
@@ -93,39 +97,6 @@ def _mode(values: list[int]) -> int | None:
     return Counter(values).most_common(1)[0][0] if values else None
 
 
-class _InterruptHold:
-    """Hold SIGINT (Ctrl-C, a kernel interrupt) until :meth:`release`, which says whether one
-    came. Only on the main thread and over Python's own handler; elsewhere a no-op."""
-
-    def __init__(self) -> None:
-        import signal
-        import threading
-
-        self._previous: Any = None
-        self.pending = False
-        if threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            previous = signal.getsignal(signal.SIGINT)
-        except (ValueError, OSError):
-            return
-        if previous is not signal.default_int_handler:
-            return  # SIG_IGN, or a handler of the user's or the kernel's: left alone
-        self._previous = previous
-        signal.signal(signal.SIGINT, self._note)
-
-    def _note(self, signum: int, frame: Any) -> None:
-        self.pending = True
-
-    def release(self) -> bool:
-        import signal
-
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-        return self.pending
-
-
 class ProfileSession:
     """Profile the training loop run inside a ``with`` block; the script twin of the magic.
 
@@ -184,8 +155,7 @@ class ProfileSession:
     ) -> None:
         if warmup is not None and warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
-        if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
-            raise ValueError(f"epochs must be a finite number > 0, got {epochs}")
+        positive_number(epochs, "epochs")
         if total_iterations is not None and total_iterations <= 0:
             raise ValueError(f"total_iterations must be > 0, got {total_iterations}")
         if epochs is not None and total_iterations is not None:
@@ -206,7 +176,7 @@ class ProfileSession:
         if total_iterations is not None:
             self.run.hyper["total_iterations"] = total_iterations
         self._recorder: Any = None
-        self._undo_sigterm: Any = None
+        self._sigterm: SignalHold | None = None
         self._job_gpus: int | None = None  # CUDA devices of the whole job, from the merge
         self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
 
@@ -219,7 +189,9 @@ class ProfileSession:
         from gpuperf_magics.capture import distributed
 
         if distributed.current_job() or distributed.launched_job():
-            self._undo_sigterm = distributed.terminate_as_interrupt()
+            # torchrun stops every rank once one fails: the rank it stops still saves its
+            # partial run, as after a Ctrl-C.
+            self._sigterm = SignalHold(signal.SIGTERM, raise_as=distributed.Terminated)
         self._recorder = Recorder(phases=self.phases, sync=self.sync)
         self._recorder.__enter__()
         return self.run
@@ -242,7 +214,8 @@ class ProfileSession:
         """Network, batch size, GPU name (None on the CPU) and GPU count of the loop running
         in the block, or None until the recorder has seen the model and a complete step.
         Safe to call from another thread (the live line asks the store's model with it)."""
-        from gpuperf_magics.capture.recorder import _device_of, unwrap_model
+        from gpuperf_magics.architecture.unwrap import unwrap
+        from gpuperf_magics.capture.recorder import _device_of
 
         rec = self._recorder
         model = rec.model if rec is not None else None
@@ -253,7 +226,7 @@ class ProfileSession:
             return None
         network = self.name
         if not network:
-            inner = unwrap_model(model)
+            inner = unwrap(model).module
             network = default_name(type(inner).__name__,
                                    sum(p.numel() for p in inner.parameters()))
         device = _device_of(model)
@@ -276,10 +249,8 @@ class ProfileSession:
         """Remove the hooks, then interpret, describe and save; ``error`` ended the block."""
         try:
             self._recorder.close()
-            if self._undo_sigterm is not None:
-                from gpuperf_magics.capture import distributed
-
-                distributed.defer_terminate()
+            if self._sigterm is not None:  # a stop from now on waits until the run is saved
+                self._sigterm.hold()
             if error is None:
                 status = "ok"
             elif isinstance(error, KeyboardInterrupt):
@@ -288,14 +259,16 @@ class ProfileSession:
                 status = "failed"
             return self._finish(status, error)
         finally:
-            if self._undo_sigterm is not None:
-                self._undo_sigterm()
+            if self._sigterm is not None and self._sigterm.release():
+                from gpuperf_magics.capture import distributed
+
+                raise distributed.Terminated  # it waited for the run to be saved: stop now
 
     def _finish(self, status: str, error: BaseException | None) -> Run:
         run, rec = self.run, self._recorder
         # From the loop's end until the run is kept, a Ctrl-C waits: a few milliseconds of
         # interpretation that would otherwise drop everything measured.
-        hold = _InterruptHold()
+        hold = SignalHold(signal.SIGINT)
         try:
             job, kept = self._keep(status, error)
         finally:
@@ -448,7 +421,7 @@ class ProfileSession:
 
     def _fill_batch(self, rec: Any, records: list[IterationRecord]) -> None:
         """Batch size, hyper-parameters and the default name: cheap, before anything slow."""
-        from gpuperf_magics.capture.recorder import unwrap_model
+        from gpuperf_magics.architecture.unwrap import unwrap
 
         run = self.run
         steady = [r for r in records if not r.warmup] or records
@@ -472,8 +445,9 @@ class ProfileSession:
         if model is None:
             run.network = run.network or "training"
         elif not run.network:
-            params = sum(p.numel() for p in unwrap_model(model).parameters())
-            run.network = default_name(type(unwrap_model(model)).__name__, params)
+            inner = unwrap(model).module
+            params = sum(p.numel() for p in inner.parameters())
+            run.network = default_name(type(inner).__name__, params)
 
     def _fill_model(self, rec: Any) -> None:
         run = self.run
@@ -549,11 +523,10 @@ def _with_catalog_specs(features: dict[str, Any]) -> dict[str, Any]:
     name = features.get("gpu_name")
     if not name:
         return features
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+    from gpuperf_magics.hardware.catalog import find
 
-    try:
-        spec = lookup(name)
-    except UnknownGPUError:
+    spec = find(name)
+    if spec is None:
         return features
     for key, value in spec.items():
         if key.startswith("gpu_") and key != "gpu_name" and features.get(key) is None:
@@ -577,11 +550,12 @@ def _tf32_flags() -> dict[str, bool | None]:
     import torch
 
     backends = torch.backends
+    matmul, conv = names(producer="capture.precision")
     return {
-        "arch_tf32_matmul": _tf32_allowed(
+        matmul: _tf32_allowed(
             lambda: backends.cuda.matmul.allow_tf32,
             [backends.cuda.matmul, backends.cuda, backends]),
-        "arch_tf32_conv": _tf32_allowed(
+        conv: _tf32_allowed(
             lambda: backends.cudnn.allow_tf32,
             [getattr(backends.cudnn, "conv", None), backends.cudnn, backends]),
     }

@@ -47,7 +47,6 @@ from __future__ import annotations
 import difflib
 import functools
 import io
-import math
 import os
 import re
 from collections.abc import Iterable
@@ -55,7 +54,8 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics._checks import is_missing, plain
+from gpuperf_magics._checks import is_missing, plain, positive_number
+from gpuperf_magics.columns import KINDS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -93,16 +93,11 @@ COLUMNS = (
     "notes",
     "source",
 )
-_TEXT = ("name", "aliases", "gpu_architecture", "form_factor", "notes", "source")
-_INTEGER = ("gpu_sm_count", "gpu_cuda_cores", "gpu_clock_mhz", "gpu_release_year", "tdp_w")
-_FLOAT = (
-    "gpu_compute_capability",
-    "gpu_memory_gb",
-    "gpu_bandwidth_gbs",
-    "gpu_fp32_tflops",
-    "gpu_tf32_tflops",
-    "gpu_fp16_tflops",
-)
+# The ``gpu_*`` columns take their kind from the registry (so ``gpu_clock_mhz`` is a float
+# here as in a run); the catalog's own columns are text but for the board power.
+_TEXT = tuple(c for c in COLUMNS if KINDS.get(c, "str") == "str" and c != "tdp_w")
+_INTEGER = (*(c for c in COLUMNS if KINDS.get(c) == "int"), "tdp_w")
+_FLOAT = tuple(c for c in COLUMNS if KINDS.get(c) == "float")
 #: Columns a user-added GPU must fill: what a prediction for another GPU needs.
 REQUIRED = ("name", "gpu_memory_gb", "gpu_bandwidth_gbs", "gpu_fp32_tflops")
 
@@ -280,11 +275,14 @@ def _validate(frame: pd.DataFrame, required: tuple[str, ...]) -> tuple[pd.DataFr
         for column in _TEXT:
             columns[column].append("" if row[column] is None else str(row[column]).strip())
         for column in _INTEGER + _FLOAT:
-            value, problem = _number(row[column], whole=column in _INTEGER)
-            if problem:
-                errors.append(f"{where}: {column!r} {problem}")
-            elif value is None and column in required:
-                errors.append(f"{where}: {column!r} is required")
+            try:
+                value = positive_number(row[column], repr(column), whole=column in _INTEGER)
+            except ValueError as exc:
+                errors.append(f"{where}: {exc}")
+                value = None
+            else:
+                if value is None and column in required:
+                    errors.append(f"{where}: {column!r} is required")
             columns[column].append(value)
         capability = columns["gpu_compute_capability"][-1]
         if columns["gpu_tf32_tflops"][-1] is not None:
@@ -307,21 +305,6 @@ def _validate(frame: pd.DataFrame, required: tuple[str, ...]) -> tuple[pd.DataFr
         }
     )
     return out, []
-
-
-def _number(value: Any, *, whole: bool) -> tuple[float | None, str | None]:
-    """``value`` as a positive float (``None`` if blank), or the reason it is not one."""
-    if value is None:
-        return None, None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None, f"must be a number, got {value!r}"
-    if not math.isfinite(number) or number <= 0:
-        return None, f"must be a positive number, got {value!r}"
-    if whole and number != int(number):
-        return None, f"must be a whole number, got {value!r}"
-    return number, None
 
 
 def _table() -> pd.DataFrame:
