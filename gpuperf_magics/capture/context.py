@@ -41,9 +41,9 @@ def fill_model(run: Run, rec: Any) -> None:
 def fill_hardware(run: Run, rec: Any, job_gpus: int | None) -> None:
     """The run's ``gpu_*``/``cpu_*``/``sw_*`` columns, its device and GPU count
     (``job_gpus``: the devices of a whole data-parallel job, from the merge)."""
-    from gpuperf_magics.capture.recorder import _device_of
+    from gpuperf_magics.capture.probes import device_of
 
-    device = _device_of(rec.model)
+    device = device_of(rec.model)
     try:
         from gpuperf_magics.hardware import detect
 

@@ -22,7 +22,6 @@ interpretation happens in :meth:`Recorder.iterations` after the cell.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sys
 import warnings
 from collections import Counter
@@ -48,6 +47,22 @@ from gpuperf_magics.capture.events import (
     STEP_END,
     STEP_START,
     SYNC_END,
+)
+from gpuperf_magics.capture.patches import (
+    LoaderUse,
+    patch_dataloader,
+    patch_grad_scaler,
+    patch_process_start,
+)
+from gpuperf_magics.capture.probes import (
+    autocast_on,
+    device_of,
+    dynamo_disabled,
+    global_forward_hook,
+    is_compiled_wrapper,
+    lr_of,
+    opt_device,
+    output_grad_fn,
 )
 from gpuperf_magics.run import IterationRecord
 
@@ -75,34 +90,6 @@ class _Candidate:
     example: tuple[tuple[Any, ...], dict[str, Any]]  # the inputs of a call: (args, kwargs)
     autocast: bool
     from_eval: bool  # the example came from an eval() call
-
-
-@dataclass(slots=True)
-class _LoaderUse:
-    """A DataLoader iterated in the cell and how many passes it made."""
-
-    loader: Any
-    passes: int = 0
-
-
-def _output_grad_fn(output: Any) -> Any:
-    """grad_fn of the first differentiable tensor of a forward's output (tensor/tuple/dict/obj)."""
-    if isinstance(output, _Tensor):
-        return output.grad_fn
-    if isinstance(output, dict):
-        items: Any = output.values()
-    elif isinstance(output, (list, tuple)):
-        items = output
-    else:
-        items = (getattr(output, k, None) for k in ("loss", "logits", "last_hidden_state"))
-    for item in items:
-        if isinstance(item, _Tensor) and item.grad_fn is not None:
-            return item.grad_fn
-    return None
-
-
-def _is_compiled_wrapper(module: nn.Module) -> bool:
-    return isinstance(getattr(module, "_orig_mod", None), nn.Module)
 
 
 class Recorder:
@@ -133,7 +120,7 @@ class Recorder:
         self.example: tuple[tuple[Any, ...], dict[str, Any]] | None = None
         self._example_from_eval = False  # the example came from an eval() call
         self.autocast = False
-        self.loaders: dict[int, _LoaderUse] = {}
+        self.loaders: dict[int, LoaderUse] = {}
         #: Functions of the worker processes the cell started (not DataLoader workers).
         self.workers: list[str] = []
         self.events: list[tuple[Any, ...]] = []
@@ -185,11 +172,11 @@ class Recorder:
             self._handles.append(optim_mod.register_optimizer_step_post_hook(self._opt_post_hook))
             self._global_handles = [
                 module_mod.register_module_forward_pre_hook(self._g_pre),
-                _global_forward_hook(module_mod, self._g_post),
+                global_forward_hook(module_mod, self._g_post),
             ]
-            self._patch_grad_scaler()
-            self._patch_dataloader()
-            self._patch_process_start()
+            self._restore += patch_grad_scaler(self._on_scaler_update)
+            self._restore.append(patch_dataloader(self.loaders))
+            self._restore.append(patch_process_start(self.workers))
         except BaseException:
             self.close()
             raise
@@ -270,61 +257,6 @@ class Recorder:
             self.clock.start()
         return self.clock
 
-    # ------------------------------------------------------------------ patches
-    def _patch_grad_scaler(self) -> None:
-        """Notice AMP steps skipped by GradScaler: ``update()`` with no optimizer step before."""
-        classes = [getattr(getattr(torch, "amp", None), "GradScaler", None)]
-        classes.append(getattr(getattr(torch.cuda, "amp", None), "GradScaler", None))
-        for cls in dict.fromkeys(c for c in classes if c is not None and "update" in vars(c)):
-            original = cls.update
-
-            def update(scaler: Any, *args: Any, _orig: Any = original, **kwargs: Any) -> Any:
-                self._on_scaler_update()
-                return _orig(scaler, *args, **kwargs)
-
-            cls.update = update
-
-            def restore(c: Any = cls, o: Any = original) -> None:
-                c.update = o
-
-            self._restore.append(restore)
-
-    def _patch_dataloader(self) -> None:
-        """Count passes over DataLoaders (epochs, dataset size): once per epoch, not per step."""
-        loader_cls = torch.utils.data.DataLoader
-        original = loader_cls.__iter__
-        loaders = self.loaders
-
-        def __iter__(loader: Any) -> Any:
-            use = loaders.setdefault(id(loader), _LoaderUse(loader))
-            use.passes += 1
-            return original(loader)
-
-        loader_cls.__iter__ = __iter__  # type: ignore[method-assign]
-        self._restore.append(lambda: setattr(loader_cls, "__iter__", original))
-
-    def _patch_process_start(self) -> None:
-        """Notice worker processes the cell starts (``torch.multiprocessing.spawn``,
-        accelerate's ``notebook_launcher``, Lightning's ``ddp_notebook``): their training
-        happens where these hooks cannot see it. DataLoader workers are not counted."""
-        import multiprocessing.process as mp_process
-
-        cls = mp_process.BaseProcess
-        original = cls.start
-        workers = self.workers
-
-        def start(proc: Any) -> None:
-            target = getattr(proc, "_target", None)
-            if getattr(target, "__name__", "") != "_worker_loop":  # a DataLoader worker
-                args = getattr(proc, "_args", ())
-                if getattr(target, "__module__", "") == "torch.multiprocessing.spawn" and args:
-                    target = args[0]  # torch's _wrap(fn, rank, ...): the user's function
-                workers.append(_callable_name(target))
-            return original(proc)
-
-        cls.start = start  # type: ignore[method-assign,assignment]
-        self._restore.append(lambda: setattr(cls, "start", original))
-
     def _on_scaler_update(self) -> None:
         if self.primary is not None and self.clock is not None and self._active:
             if self._steps_since_update == 0:
@@ -347,8 +279,8 @@ class Recorder:
 
     def _untraced(self) -> tuple[Callable[..., None], Callable[..., None]]:
         if self._untraced_hooks is None:
-            self._untraced_hooks = (_dynamo_disabled(self._opt_pre),
-                                    _dynamo_disabled(self._opt_post))
+            self._untraced_hooks = (dynamo_disabled(self._opt_pre),
+                                    dynamo_disabled(self._opt_post))
         return self._untraced_hooks
 
     def _outer_step_running(self) -> bool:
@@ -397,7 +329,7 @@ class Recorder:
 
     def _choose_primary(self, opt: Any) -> None:
         self.primary = opt
-        self.optimizer_info = {"optimizer": type(opt).__name__, "lr": _lr_of(opt)}
+        self.optimizer_info = {"optimizer": type(opt).__name__, "lr": lr_of(opt)}
         owned = {id(p) for g in opt.param_groups for p in g["params"]}
         best, best_overlap = None, 0
         for seen in self._seen.values():
@@ -411,7 +343,7 @@ class Recorder:
         elif self.model is not None and self._timed_hooks and not self.phases:
             self._install_model_hooks(self.model, timed=False)  # steps now mark iterations
         self._global_off()
-        self._ensure_clock(_device_of(self.model) or _opt_device(opt))
+        self._ensure_clock(device_of(self.model) or opt_device(opt))
 
     # ------------------------------------------------------------------ discovery (global)
     def _g_pre(self, module: nn.Module, args: tuple[Any, ...]) -> None:
@@ -421,7 +353,7 @@ class Recorder:
             if self._top is not None and not self._inner_autocast:
                 # accelerate (and so the HF Trainer) enters autocast inside the model's
                 # forward, after any hook on the model itself: look one call deeper.
-                self._inner_autocast = _autocast_on()
+                self._inner_autocast = autocast_on()
             return
         if not _is_grad_enabled():
             return
@@ -431,8 +363,8 @@ class Recorder:
             # the clock either (a CPU transform would time a CUDA model on the host).
             return
         self._top = module
-        self._top_token = self._ensure_clock(_device_of(module, args)).mark()
-        if _is_compiled_wrapper(module):
+        self._top_token = self._ensure_clock(device_of(module, args)).mark()
+        if is_compiled_wrapper(module):
             # Adopt at once, before Dynamo traces the inner module with global hooks present:
             # otherwise removing them later would force a recompilation.
             self._depth = 0
@@ -457,7 +389,7 @@ class Recorder:
             calls = entry.calls if entry is not None else 0
             entry = self._seen[id(module)] = _Candidate(
                 module, calls, (tuple(args), dict(kwargs)),
-                _autocast_on() or self._inner_autocast, not module.training)
+                autocast_on() or self._inner_autocast, not module.training)
         if not module.training:
             # Only a fallback (see FWD_EVAL); never enough to adopt a model by its calls.
             self.events.append((FWD_EVAL, self._top_token, batch_of(args, kwargs),
@@ -515,7 +447,7 @@ class Recorder:
     def _log_forward(self, module: nn.Module, args: Any, kwargs: Any, token: int | None) -> None:
         if self.example is None or (self._example_from_eval and module.training):
             self.example = (tuple(args), dict(kwargs or {}))
-            self.autocast = _autocast_on()
+            self.autocast = autocast_on()
             self._example_from_eval = not module.training
         self.events.append((FWD if module.training else FWD_EVAL, token,
                             batch_of(args, kwargs), self._step_depth > 0, id(module)))
@@ -536,7 +468,7 @@ class Recorder:
 
     def _m_pre_timed(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         if _is_grad_enabled():
-            token = self._ensure_clock(_device_of(module, args)).mark()
+            token = self._ensure_clock(device_of(module, args)).mark()
             self._log_forward(module, args, kwargs, token)
 
     def _m_post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
@@ -547,7 +479,7 @@ class Recorder:
             self._after_forward(output)
 
     def _after_forward(self, output: Any) -> None:
-        grad_fn = _output_grad_fn(output)
+        grad_fn = output_grad_fn(output)
         if grad_fn is not None:
             grad_fn.register_prehook(self._bwd_start)
 
@@ -598,7 +530,7 @@ class Recorder:
         """Hyper-parameters seen in the loop (optimizer, lr, DataLoader passes and size)."""
         out: dict[str, Any] = dict(self.optimizer_info)
         if self.primary is not None:
-            out["lr_last"] = _lr_of(self.primary)
+            out["lr_last"] = lr_of(self.primary)
         if self.other_steps:
             out["other_optimizer_steps"] = ", ".join(
                 f"{name}×{count}" for name, count in self.other_steps.items()
@@ -617,63 +549,3 @@ class Recorder:
         return out
 
 
-def _callable_name(fn: Any) -> str:
-    """``fn``'s name as a user wrote it (``train_worker``), through ``functools.partial``."""
-    fn = getattr(fn, "func", fn)
-    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
-
-
-def _global_forward_hook(module_mod: Any, hook: Callable[..., None]) -> Any:
-    """Register ``hook(module, args, kwargs, output)`` as a global always-called forward hook.
-
-    Global hooks take ``with_kwargs`` from torch 2.6 on; before, the hook sees ``(module, args,
-    output)`` and the keyword arguments of the call are not visible (the per-model hooks
-    installed at adoption see them on every torch >= 2.0). A forward that raised gives the hook
-    no output, which ``hook`` receives as ``(module, args, output)`` either way.
-    """
-    register = module_mod.register_module_forward_hook
-    if "with_kwargs" in inspect.signature(register).parameters:
-        return register(hook, with_kwargs=True, always_call=True)
-
-    def without_kwargs(module: nn.Module, args: Any, output: Any) -> None:
-        if output is None:  # the forward raised (or returned nothing)
-            hook(module, args, output)
-        else:
-            hook(module, args, {}, output)
-
-    return register(without_kwargs, always_call=True)
-
-
-def _dynamo_disabled(fn: Callable[..., None]) -> Callable[..., None]:
-    disable = getattr(getattr(torch, "compiler", None), "disable", None)
-    return disable(fn) if disable is not None else fn
-
-
-def _device_of(module: nn.Module | None, args: Any = None) -> torch.device | None:
-    if module is not None:
-        for p in module.parameters():
-            return p.device
-    t = first_tensor(args) if args is not None else None
-    return t.device if t is not None else None
-
-
-def _lr_of(opt: Any) -> float | None:
-    try:
-        lr = opt.param_groups[0].get("lr")
-        return float(lr) if lr is not None else None
-    except (AttributeError, IndexError, TypeError, ValueError):
-        return None
-
-
-def _opt_device(opt: Any) -> torch.device | None:
-    for g in opt.param_groups:
-        for p in g["params"]:
-            return p.device
-    return None
-
-
-def _autocast_on() -> bool:
-    try:
-        return bool(torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu"))
-    except TypeError:  # torch < 2.4: no device argument
-        return bool(torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled())

@@ -187,7 +187,7 @@ class ProfileSession:
         in the block, or None until the recorder has seen the model and a complete step.
         Safe to call from another thread (the live line asks the store's model with it)."""
         from gpuperf_magics.architecture.unwrap import unwrap
-        from gpuperf_magics.capture.recorder import _device_of
+        from gpuperf_magics.capture.probes import device_of
 
         rec = self._recorder
         model = rec.model if rec is not None else None
@@ -201,7 +201,7 @@ class ProfileSession:
             inner = unwrap(model).module
             network = default_name(type(inner).__name__,
                                    sum(p.numel() for p in inner.parameters()))
-        device = _device_of(model)
+        device = device_of(model)
         if device is None or device.type != "cuda":
             return network, batch, None, 0
         import torch
@@ -251,10 +251,10 @@ class ProfileSession:
             if job is not None and status == "ok":
                 # The other ranks wait for this one's figures: say there are none.
                 from gpuperf_magics.capture import distributed
-                from gpuperf_magics.capture.recorder import _device_of
+                from gpuperf_magics.capture.probes import device_of
 
                 with contextlib.suppress(Exception):
-                    distributed.exchange(distributed.summary(run, None), _device_of(rec.model))
+                    distributed.exchange(distributed.summary(run, None), device_of(rec.model))
             return run
         try:
             if interrupted:
@@ -344,14 +344,14 @@ class ProfileSession:
     def _join_job(self, rec: Any, job: Any) -> None:
         """One run per data-parallel job (see :mod:`~gpuperf_magics.capture.distributed`)."""
         from gpuperf_magics.capture import distributed
-        from gpuperf_magics.capture.recorder import _device_of
+        from gpuperf_magics.capture.probes import device_of
 
         run = self.run
         if run.status != "ok":
             # No collective after an error: the others would wait for this rank.
             self._rank_alone(job, f"this rank {run.status}")
             return
-        device = _device_of(rec.model)
+        device = device_of(rec.model)
         try:
             ranks = distributed.exchange(distributed.summary(run, device), device)
         except Exception as exc:  # a peer died after its loop, or the group timed out
