@@ -47,6 +47,22 @@ class Event(NamedTuple):
     module_id: int | None = None
 
 
+def recent_batch(events: Sequence[tuple[Any, ...]], model_ids: set[int] | None) -> int | None:
+    """Samples of the last complete optimizer step in ``events`` (the model's training calls
+    between two steps, micro-batches summed; ``model_ids``: the model and what it wraps, None
+    while not known), or None before a complete step."""
+    batch, found = 0, None
+    for event in events:
+        code = event[0]
+        if code == STEP_END:
+            if batch:
+                found = batch
+            batch = 0
+        elif code == FWD and not event[3] and (model_ids is None or event[4] in model_ids):
+            batch += event[2] or 0
+    return found
+
+
 def detection(events: Sequence[tuple[Any, ...]], model_id: int) -> str:
     """What marked the iterations: optimizer_step, backward, forward or none."""
     codes = {e[0] for e in events}

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from gpuperf_magics.capture.batch import safe_len, samples_per_epoch
+
 
 @dataclass(slots=True)
 class LoaderUse:
@@ -84,3 +86,31 @@ def _callable_name(fn: Any) -> str:
     """``fn``'s name as a user wrote it (``train_worker``), through ``functools.partial``."""
     fn = getattr(fn, "func", fn)
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or fn)
+
+
+def longest_loader(loaders: dict[int, LoaderUse]) -> int | None:
+    """Batches per pass of the longest sized DataLoader iterated so far (None: none). Read
+    from the live line's thread while the loop may add a loader."""
+    try:
+        lengths = [safe_len(use.loader) for use in list(loaders.values())]
+    except RuntimeError:  # the training thread added a loader meanwhile
+        return None
+    known = [n for n in lengths if n]
+    return max(known) if known else None
+
+
+def loader_hyper(loaders: dict[int, LoaderUse]) -> dict[str, Any]:
+    """The hyper-parameters the training DataLoader says: the one iterated most (the larger
+    dataset on a tie), its passes, dataset size, length, batch size and workers."""
+    if not loaders:
+        return {}
+    use = max(loaders.values(), key=lambda u: (u.passes, safe_len(u.loader.dataset) or 0))
+    loader = use.loader
+    return {
+        "epochs_seen": use.passes,
+        "dataset_size": samples_per_epoch(loader),
+        "iterations_per_epoch": safe_len(loader),
+        "drop_last": bool(getattr(loader, "drop_last", False)),
+        "loader_batch_size": loader.batch_size,
+        "dataloader_workers": loader.num_workers,
+    }

@@ -34,7 +34,7 @@ from torch import nn
 
 from gpuperf_magics.architecture.unwrap import unwrap
 from gpuperf_magics.capture import events as _events
-from gpuperf_magics.capture.batch import batch_of, first_tensor, safe_len, samples_per_epoch
+from gpuperf_magics.capture.batch import batch_of, first_tensor
 from gpuperf_magics.capture.clock import Clock, make_clock, make_peak_memory
 from gpuperf_magics.capture.events import (
     BWD_END,
@@ -50,6 +50,8 @@ from gpuperf_magics.capture.events import (
 )
 from gpuperf_magics.capture.patches import (
     LoaderUse,
+    loader_hyper,
+    longest_loader,
     patch_dataloader,
     patch_grad_scaler,
     patch_process_start,
@@ -222,26 +224,12 @@ class Recorder:
         calls are logged (they stop being logged after :data:`BATCH_SAMPLE_STEPS` steps)."""
         model = self.model
         ids = {id(model), id(unwrap(model).module)} if model is not None else None
-        head = self.events[:4096]  # a copy: the training thread appends meanwhile
-        batch, found = 0, None
-        for event in head:
-            code = event[0]
-            if code == STEP_END:
-                if batch:
-                    found = batch
-                batch = 0
-            elif code == FWD and not event[3] and (ids is None or event[4] in ids):
-                batch += event[2] or 0
-        return found
+        # A copy of the head: the training thread appends meanwhile.
+        return _events.recent_batch(self.events[:4096], ids)
 
     def loader_length(self) -> int | None:
         """Batches per pass of the longest sized DataLoader iterated so far (None: none)."""
-        try:
-            lengths = [safe_len(use.loader) for use in list(self.loaders.values())]
-        except RuntimeError:  # the training thread added a loader meanwhile
-            return None
-        known = [n for n in lengths if n]
-        return max(known) if known else None
+        return longest_loader(self.loaders)
 
     def _ensure_clock(self, device: torch.device | None) -> Clock:
         if self.clock is None:
@@ -536,16 +524,7 @@ class Recorder:
                 f"{name}×{count}" for name, count in self.other_steps.items()
             )
         out["skipped_steps"] = sum(1 for e in self.events if e[0] == SKIPPED)
-        if self.loaders:
-            use = max(self.loaders.values(),
-                      key=lambda u: (u.passes, safe_len(u.loader.dataset) or 0))
-            loader = use.loader
-            out["epochs_seen"] = use.passes
-            out["dataset_size"] = samples_per_epoch(loader)
-            out["iterations_per_epoch"] = safe_len(loader)
-            out["drop_last"] = bool(getattr(loader, "drop_last", False))
-            out["loader_batch_size"] = loader.batch_size
-            out["dataloader_workers"] = loader.num_workers
+        out.update(loader_hyper(self.loaders))
         return out
 
 
