@@ -34,4 +34,4 @@ from __future__ import annotations
 from gpuperf_magics.architecture.result import FEATURE_KEYS, METHODS, Architecture  # noqa: F401
 from gpuperf_magics.architecture.summary import clear_cache, describe
 
-__all__ = ["METHODS", "Architecture", "clear_cache", "describe"]
+__all__ = ["Architecture", "clear_cache", "describe"]

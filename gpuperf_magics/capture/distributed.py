@@ -28,10 +28,6 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "Job", "current_job", "exchange", "launched_job", "merge", "summary",
-]
-
 
 @dataclass(frozen=True)
 class Job:

@@ -68,8 +68,6 @@ from gpuperf_magics.capture.probes import (
 )
 from gpuperf_magics.run import IterationRecord
 
-__all__ = ["Recorder"]
-
 #: Optimizer steps during which the model's forward calls are watched for the batch size and
 #: micro-batches (steps-only mode); later steps reuse the last pattern.
 BATCH_SAMPLE_STEPS = 32

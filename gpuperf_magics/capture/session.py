@@ -28,7 +28,6 @@ from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
 from gpuperf_magics.run import IterationRecord, Run
 
-__all__ = ["ProfileSession", "auto_warmup", "profile_training", "unsaved_runs"]
 
 class Progress(NamedTuple):
     """Where a profiled loop stands: optimizer steps so far, and steps of the whole job

@@ -25,22 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics.columns import names
 from gpuperf_magics.hardware import cpu as _cpu
-from gpuperf_magics.hardware.cpu import CPU_FEATURES, CpuInfo, read_cpu
+from gpuperf_magics.hardware.cpu import CPU_FEATURES as CPU_FEATURES  # re-exported
+from gpuperf_magics.hardware.cpu import CpuInfo, read_cpu
 from gpuperf_magics.hardware.gpu import GPU_FEATURES, GpuInfo, read_gpu
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = [
-    "CPU_FEATURES",
-    "GPU_FEATURES",
-    "SW_FEATURES",
-    "CpuInfo",
-    "GpuInfo",
-    "Hardware",
-    "SoftwareInfo",
-    "detect",
-]
+__all__ = ["CpuInfo", "GpuInfo", "Hardware", "detect"]
 
 #: ``sw_*`` keys of :meth:`SoftwareInfo.as_features`, in order.
 SW_FEATURES = names(producer="hardware.software")

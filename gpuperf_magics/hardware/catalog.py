@@ -57,8 +57,8 @@ from gpuperf_magics.hardware.gpu_names import (  # noqa: F401 (_split: tests)
     build_index,
     resolve,
 )
+from gpuperf_magics.hardware.gpu_sheet import COLUMNS as COLUMNS  # the table's columns
 from gpuperf_magics.hardware.gpu_sheet import (
-    COLUMNS,
     REQUIRED,
     _builtin,
     _complete_from_builtin,
@@ -70,7 +70,6 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = [
-    "COLUMNS",
     "UnknownGPUError",
     "add_gpus",
     "canonical_name",

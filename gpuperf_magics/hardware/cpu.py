@@ -17,8 +17,6 @@ from typing import Any, NamedTuple
 
 from gpuperf_magics.columns import names
 
-__all__ = ["CPU_FEATURES", "CpuInfo", "CpuinfoSummary", "clear_cache", "parse_cpuinfo", "read_cpu"]
-
 #: ``cpu_*`` keys of :meth:`CpuInfo.as_features`, in order; each is ``cpu_`` + a field name.
 CPU_FEATURES = names(producer="hardware.cpu")
 

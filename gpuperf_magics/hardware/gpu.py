@@ -17,17 +17,6 @@ from typing import Any, Protocol
 
 from gpuperf_magics.columns import names
 
-__all__ = [
-    "GPU_FEATURES",
-    "CudaLike",
-    "GpuInfo",
-    "architecture_name",
-    "cuda_cores_per_sm",
-    "fp32_tflops",
-    "memory_bandwidth_gbs",
-    "read_gpu",
-]
-
 #: ``gpu_*`` keys of :meth:`GpuInfo.as_features`, in order; each is ``gpu_`` + a field name.
 GPU_FEATURES = names(producer="hardware.gpu")
 

@@ -33,7 +33,7 @@ from gpuperf_magics._checks import is_missing, positive_number
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["COLUMNS", "KEY", "PRICINGS", "PriceError", "prices"]
+__all__ = ["COLUMNS", "PriceError", "prices"]
 
 #: Columns of a price table; ``note`` may be left out of a user's file.
 COLUMNS = ("provider", "region", "instance", "gpu", "gpus", "pricing", "usd_per_hour", "date",
