@@ -90,7 +90,7 @@ def test_a_dataframe_works_as_a_price_file():
 
 @pytest.mark.parametrize(("row", "message"), [
     ("acme,eu,x,Voodoo 5,1,spot,1,2026-01-01,q", "row 1: unknown GPU"),
-    ("acme,eu,x,T4,0,spot,1,2026-01-01,q", "row 1: gpus must be a finite number > 0"),
+    ("acme,eu,x,T4,0,spot,1,2026-01-01,q", "row 1: gpus must be a whole number >= 1"),
     ("acme,eu,x,T4,1.5,spot,1,2026-01-01,q", "gpus must be a whole number"),
     ("acme,eu,x,T4,1,spot,-2,2026-01-01,q", "usd_per_hour must be a finite number > 0"),
     ("acme,eu,x,T4,1,spot,nan,2026-01-01,q", "usd_per_hour must be a finite number > 0"),

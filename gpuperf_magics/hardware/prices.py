@@ -161,7 +161,11 @@ def _row(row: pd.Series, where: str) -> dict[str, Any]:
         gpu = canonical_name(text("gpu"))
     except UnknownGPUError as exc:
         raise PriceError(f"{where}: {exc}") from None
-    count = positive_number(text("gpus"), f"{where}: gpus", whole=True, error=PriceError)
+    try:
+        count = positive_number(text("gpus"), "gpus", whole=True, error=PriceError)
+    except PriceError:  # one message for 0, 1.5 and "two": a count is a whole number >= 1
+        raise PriceError(f"{where}: gpus must be a whole number >= 1, got "
+                         f"{row['gpus']!r}") from None
     price = positive_number(text("usd_per_hour"), f"{where}: usd_per_hour", error=PriceError)
     pricing = text("pricing").lower()
     if pricing not in PRICINGS:
