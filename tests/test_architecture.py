@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from gpuperf_magics.architecture import FEATURE_KEYS, Architecture, clear_cache, describe
+from gpuperf_magics.architecture import Architecture, clear_cache, describe
+from gpuperf_magics.columns import names
 
 torch.set_num_threads(1)
 
@@ -214,7 +215,7 @@ class HfStyle(nn.Module):
 
 def test_feature_keys_are_the_agreed_columns() -> None:
     arch = describe_quietly(mlp(), (torch.randn(4, 32),))
-    assert list(FEATURE_KEYS) == SPEC_KEYS
+    assert list(names(producer="architecture")) == SPEC_KEYS
     assert list(arch.as_features()) == SPEC_KEYS
 
 

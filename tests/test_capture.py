@@ -644,7 +644,7 @@ def test_model_hook_leaves_after_the_batch_is_known():
 
 
 def test_default_names_tell_models_of_one_class_apart():
-    from gpuperf_magics.capture.session import default_name
+    from gpuperf_magics.capture.context import default_name
 
     small = nn.Sequential(nn.Linear(8, 4))
     big = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 10))
@@ -825,7 +825,7 @@ def test_older_torch_keyword_inputs_still_give_flops(monkeypatch):
 
 
 def test_tf32_flags_under_the_newer_precision_api(monkeypatch):
-    from gpuperf_magics.capture import session
+    from gpuperf_magics.capture import context
 
     class Refusing:
         fp32_precision = "tf32"
@@ -837,14 +837,14 @@ def test_tf32_flags_under_the_newer_precision_api(monkeypatch):
     class Inherit:
         fp32_precision = "none"
 
-    assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Refusing()]) is True
-    assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit(), Refusing()]) is True
-    assert session._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit()]) is None
-    assert session._tf32_allowed(lambda: False, [Refusing()]) is False  # legacy read wins
+    assert context._tf32_allowed(lambda: Refusing().allow_tf32, [Refusing()]) is True
+    assert context._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit(), Refusing()]) is True
+    assert context._tf32_allowed(lambda: Refusing().allow_tf32, [Inherit()]) is None
+    assert context._tf32_allowed(lambda: False, [Refusing()]) is False  # legacy read wins
 
 
 def test_default_names_never_print_exponents():
-    from gpuperf_magics.capture.session import default_name
+    from gpuperf_magics.capture.context import default_name
 
     assert default_name("Net", 999_600) == "Net-1M"
     assert default_name("Net", 999_600_000) == "Net-1B"

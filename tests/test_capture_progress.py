@@ -8,8 +8,13 @@ import threading
 import pytest
 
 from gpuperf_magics.capture import progress
-from gpuperf_magics.capture.progress import WARMUP_STEPS, LiveLine, RemainingEstimator
-from gpuperf_magics.remaining import PRIOR_ITERATIONS
+from gpuperf_magics.capture.progress import (
+    PRIOR_ITERATIONS,
+    WARMUP_STEPS,
+    LiveLine,
+    RemainingEstimator,
+    blend,
+)
 
 NOON = dt.datetime(2026, 12, 1, 12, 0, 0)
 
@@ -49,7 +54,7 @@ def test_the_model_leads_while_the_run_is_young():
     assert est.update(0.1, 1, NOON).per_step_s == 0.2  # warm-up: the model alone
     est.update(1.0, WARMUP_STEPS, NOON)
     young = est.update(1.0 + 0.1 * 5, WARMUP_STEPS + 5, NOON)
-    weight = 5 / (5 + PRIOR_ITERATIONS)  # remaining.blend's rule, the one of stopped runs
+    weight = 5 / (5 + PRIOR_ITERATIONS)  # blend's rule, the one of stopped runs
     assert young.per_step_s == pytest.approx(weight * 0.1 + (1 - weight) * 0.2)
     old = est.update(1.0 + 0.1 * 500, WARMUP_STEPS + 500, NOON)
     assert abs(old.per_step_s - 0.1) < abs(young.per_step_s - 0.1)
@@ -243,3 +248,27 @@ def test_no_live_line_outside_a_kernel(ip):
     from gpuperf_magics.magics import _live_wanted
 
     assert not _live_wanted(ip)  # a terminal would print each update as a new line
+
+
+def test_the_live_line_and_a_stopped_run_blend_by_one_rule():
+    from gpuperf_magics import remaining
+
+    assert remaining.PRIOR_ITERATIONS == PRIOR_ITERATIONS
+    for args in [(0.1, 20, 0.3), (0.1, 0, 0.3), (None, 5, 0.3), (0.1, 5, None),
+                 (None, 0, None), (0.1, 5, float("nan"))]:
+        assert remaining.blend(*args) == blend(*args)
+
+
+def test_the_capture_imports_no_prediction_module():
+    import ast
+    from pathlib import Path
+
+    import gpuperf_magics.capture as capture
+
+    prediction = {"predict", "remaining", "offers", "widgets", "magics", "cli", "demo"}
+    for path in Path(capture.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                parts = node.module.split(".")
+                assert not (parts[0] == "gpuperf_magics" and len(parts) > 1
+                            and parts[1] in prediction), (path.name, node.module)

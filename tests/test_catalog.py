@@ -546,7 +546,7 @@ def test_add_gpus_rejects_bad_rows_with_clear_errors(tmp_path: Path) -> None:
     message = str(info.value)
     assert str(path) in message
     assert "row 2 ('Slow GPU'): 'gpu_bandwidth_gbs' must be a number, got 'fast'" in message
-    assert "row 3 ('Negative GPU'): 'gpu_fp32_tflops' must be a positive number" in message
+    assert "row 3 ('Negative GPU'): 'gpu_fp32_tflops' must be a finite number > 0" in message
     assert "row 4 ('Old TF32 GPU'): 'gpu_tf32_tflops' given but TF32" in message
     assert "row 5: 'name' is empty" in message
     assert "row 6 ('Good GPU'): duplicate name" in message

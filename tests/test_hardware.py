@@ -16,7 +16,8 @@ import pytest
 import torch
 
 import gpuperf_magics.hardware as hardware
-from gpuperf_magics.hardware import FEATURE_KEYS, Hardware, detect
+from gpuperf_magics.columns import names
+from gpuperf_magics.hardware import Hardware, detect
 from gpuperf_magics.hardware.cpu import parse_cpuinfo
 from gpuperf_magics.hardware.gpu import (
     cuda_cores_per_sm,
@@ -531,7 +532,7 @@ def test_detect_on_this_cpu_machine() -> None:
     assert sw.platform
 
     features = hw.as_features()
-    assert list(features) == list(FEATURE_KEYS) == SPEC_KEYS
+    assert list(features) == list(names(group="hardware")) == SPEC_KEYS
     assert all(features[key] is None for key in features if key.startswith("gpu_"))
     assert features["cpu_model"] == cpu.model
     assert features["sw_torch"] == torch.__version__

@@ -22,7 +22,7 @@ Meta and fake fail on data-dependent code (``.item()``, boolean masks, ``nonzero
 run handles those. None of the three touches the user's model: its parameters, buffers,
 gradients, hooks, training/eval flags and the random number generators are as before.
 
-The package: :mod:`.result` (:class:`Architecture`, :data:`FEATURE_KEYS`, :data:`METHODS`),
+The package: :mod:`.result` (:class:`Architecture`, :data:`METHODS`),
 :mod:`.summary` (:func:`describe` and its cache), :mod:`.unwrap` (``torch.compile`` and
 DataParallel wrappers), :mod:`.figures` (parameter and layer counts, input shape, dtype,
 channels-last), :mod:`.tracing` (FLOPs via meta/fake/real runs, isolation) and
@@ -31,7 +31,7 @@ channels-last), :mod:`.tracing` (FLOPs via meta/fake/real runs, isolation) and
 
 from __future__ import annotations
 
-from gpuperf_magics.architecture.result import FEATURE_KEYS, METHODS, Architecture
+from gpuperf_magics.architecture.result import FEATURE_KEYS, METHODS, Architecture  # noqa: F401
 from gpuperf_magics.architecture.summary import clear_cache, describe
 
-__all__ = ["FEATURE_KEYS", "METHODS", "Architecture", "clear_cache", "describe"]
+__all__ = ["Architecture", "clear_cache", "describe"]

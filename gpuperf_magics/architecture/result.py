@@ -1,39 +1,17 @@
 """What :func:`~gpuperf_magics.architecture.describe` returns: :class:`Architecture`, the
-:data:`FEATURE_KEYS` of its ``arch_*`` columns, the FLOP :data:`METHODS`, and the one-line
-form of the errors it collects."""
+``arch_*`` columns it fills (``columns.names(producer="architecture")``), the FLOP
+:data:`METHODS`, and the one-line form of the errors it collects."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-#: The keys of :meth:`Architecture.as_features`, in order.
-FEATURE_KEYS: tuple[str, ...] = (
-    "arch_params",
-    "arch_trainable_params",
-    "arch_layers_conv",
-    "arch_layers_linear",
-    "arch_layers_norm",
-    "arch_layers_attention",
-    "arch_layers_recurrent",
-    "arch_layers_embedding",
-    "arch_layers_activation",
-    "arch_layers_pool",
-    "arch_layers_dropout",
-    "arch_layers_other",
-    "arch_layers_total",
-    "arch_module_depth",
-    "arch_depth",
-    "arch_flops_fwd",
-    "arch_flops_fwd_bwd",
-    "arch_flops_method",
-    "arch_input_shape",
-    "arch_dtype",
-    "arch_amp",
-    "arch_channels_last",
-    "arch_compiled",
-    "arch_class",
-)
+from gpuperf_magics.columns import names
+
+# Kept for code written against earlier versions: the registry's ``architecture`` rows are
+# the keys of :meth:`Architecture.as_features`.
+FEATURE_KEYS = names(producer="architecture")
 
 #: Ways to count FLOPs, in the order :func:`describe` tries them by default.
 METHODS: tuple[str, ...] = ("meta", "fake", "real")
@@ -123,11 +101,13 @@ class Architecture:
         Returns
         -------
         dict
-            Exactly the keys in :data:`FEATURE_KEYS`; ``None`` where unknown.
+            Exactly the keys of ``columns.names(producer="architecture")``, in that order;
+            ``None`` where unknown. Each is ``arch_`` + a field name, but ``arch_class``
+            (:attr:`class_name`).
         """
-        values = {key: getattr(self, key.removeprefix("arch_")) for key in FEATURE_KEYS[:-1]}
-        values["arch_class"] = self.class_name
-        return values
+        return {key: self.class_name if key == "arch_class"
+                else getattr(self, key.removeprefix("arch_"))
+                for key in names(producer="architecture")}
 
 
 def _error_line(what: str, exc: BaseException) -> str:

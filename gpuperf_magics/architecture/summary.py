@@ -24,7 +24,7 @@ from gpuperf_magics.architecture.figures import (
 )
 from gpuperf_magics.architecture.result import METHODS, Architecture, _error_line
 from gpuperf_magics.architecture.tracing import _count_flops
-from gpuperf_magics.architecture.unwrap import _unwrap
+from gpuperf_magics.architecture.unwrap import unwrap
 
 _CacheKey = tuple[Any, ...]
 _CACHE: weakref.WeakKeyDictionary[nn.Module, dict[_CacheKey, Architecture]] = (
@@ -142,7 +142,7 @@ def _describe(
     methods: tuple[str, ...],
 ) -> Architecture:
     errors: list[str] = []
-    inner, was_compiled = _unwrap(model)
+    inner, was_compiled = unwrap(model)
     tensors = _tensor_leaves((args, kwargs))
     first = tensors[0] if tensors else None
     if batch_size is None and first is not None and first.dim() >= 1:

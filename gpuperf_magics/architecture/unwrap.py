@@ -48,10 +48,6 @@ def unwrap(model: nn.Module) -> Unwrapped:
     return Unwrapped(model, compiled)
 
 
-#: The name :mod:`.summary` imports (an ``Unwrapped`` unpacks as the pair it expects).
-_unwrap = unwrap
-
-
 def _optimized_module_class() -> type[nn.Module] | None:
     """``torch.compile``'s wrapper class, or None when dynamo was never imported.
 

@@ -22,16 +22,6 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-__all__ = [
-    "Clock",
-    "CudaEventClock",
-    "CudaPeakMemory",
-    "PerfCounterClock",
-    "SyncedClock",
-    "make_clock",
-    "make_peak_memory",
-]
-
 _GIB = 2**30
 
 

@@ -24,17 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-__all__ = [
-    "Job", "current_job", "exchange", "launched_job", "merge", "summary",
-    "terminate_as_interrupt",
-]
 
 
 @dataclass(frozen=True)
@@ -138,52 +130,8 @@ def merge(run: Any, ranks: list[dict[str, Any]], job: Job) -> int:
     return len(devices)
 
 
-class _Terminated(KeyboardInterrupt):
+class Terminated(KeyboardInterrupt):
     """SIGTERM, as a launcher sends to the surviving ranks once one rank has failed."""
 
-
-def terminate_as_interrupt() -> Callable[[], None]:
-    """Turn SIGTERM into an interrupt while a rank profiles, so that the rank a launcher stops
-    (torchrun stops every rank once one fails) still saves its partial run. Only where
-    SIGTERM has Python's default action and on the main thread; returns the undo."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    try:
-        previous = signal.getsignal(signal.SIGTERM)
-    except (ValueError, OSError):
-        return lambda: None
-    if previous not in (signal.SIG_DFL, None):
-        return lambda: None
-
-    def handler(signum: int, frame: Any) -> None:
-        raise _Terminated("stopped by SIGTERM (another rank failed?)")
-
-    handler._gpuperf = True  # type: ignore[attr-defined]
-    signal.signal(signal.SIGTERM, handler)
-
-    def undo() -> None:
-        if getattr(signal.getsignal(signal.SIGTERM), "_gpuperf", False):
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if _PENDING:  # a SIGTERM waited for the run to be saved: stop now, as asked
-            _PENDING.clear()
-            raise _Terminated("stopped by SIGTERM (another rank failed?)")
-
-    return undo
-
-
-_PENDING: list[int] = []
-
-
-def defer_terminate() -> None:
-    """From the loop's end until the run is saved, a SIGTERM waits (the undo of
-    :func:`terminate_as_interrupt` raises it once the run is saved): a launcher's stop that
-    lands while the run is saved would otherwise lose it."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    with contextlib.suppress(ValueError, OSError):
-        if getattr(signal.getsignal(signal.SIGTERM), "_gpuperf", False):
-            def later(signum: int, frame: Any) -> None:
-                _PENDING.append(signum)
-
-            later._gpuperf = True  # type: ignore[attr-defined]
-            signal.signal(signal.SIGTERM, later)
+    def __init__(self, message: str = "stopped by SIGTERM (another rank failed?)") -> None:
+        super().__init__(message)

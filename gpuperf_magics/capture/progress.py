@@ -5,26 +5,61 @@ steps), reads how many optimizer steps the cell has made, and rewrites one line 
 through a display handle (one output per cell, updated, never one per iteration). The time per
 step is measured from the end of warm-up to now, so pauses between steps (evaluation,
 checkpoints) count as they happen and warm-up does not; while the run is young it is blended
-with the store's model (a :class:`~gpuperf_magics.remaining.LivePrior`, fitted before the cell
-ran) by the rule of :func:`gpuperf_magics.remaining.blend`, the one the remaining time of a
-stopped run follows too.
+with the store's model (a callable the magic passes in, a
+:class:`~gpuperf_magics.remaining.LivePrior` fitted before the cell ran) by :func:`blend`, the
+rule the remaining time of a stopped run follows too. The rule lives here, below the
+prediction layer, so that the capture never imports it: the model comes in as a callable.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
-__all__ = ["INTERVAL_S", "Estimate", "LiveLine", "RemainingEstimator"]
+from gpuperf_magics.units import format_duration
+
+__all__ = ["LiveLine", "RemainingEstimator"]
 
 #: Steps left out at the start (compilation, allocator and cache warm-up).
 WARMUP_STEPS = 2
 #: Seconds between updates of the line.
 INTERVAL_S = 0.5
+#: Weight of the store's model, in iterations: once a run has ``n`` steady iterations its own
+#: mean weighs ``n / (n + PRIOR_ITERATIONS)``.
+PRIOR_ITERATIONS = 20
+
+
+def blend(own: float | None, steady: int, model: float | None) -> tuple[float | None, float]:
+    """Seconds per iteration from the run's own steady iterations and the store's model.
+
+    While a run is young its own mean rests on few iterations and the model leads; as its
+    steady iterations add up the run takes over: after ``steady`` of them its mean weighs
+    ``steady / (steady + PRIOR_ITERATIONS)``. Either one alone where the other is missing.
+
+    Returns
+    -------
+    (float or None, float)
+        The estimate (None when neither is known) and the weight of the run's own mean.
+    """
+    if model is None or not math.isfinite(model):
+        return own, (1.0 if own is not None else 0.0)
+    if own is None or steady <= 0:
+        return model, 0.0
+    weight = steady / (steady + PRIOR_ITERATIONS)
+    return weight * own + (1 - weight) * model, weight
+
+
+class _Baseline(NamedTuple):
+    """The first sample after warm-up: the clock reading and the steps done by then."""
+
+    time_s: float
+    steps: int
 
 
 @dataclass(frozen=True)
@@ -40,8 +75,6 @@ class Estimate:
 
     def line(self) -> str:
         """``120/1,000 it · 41.3 ms/it · elapsed 5.0 s · 36.4 s left · done at 14:02:31``."""
-        from gpuperf_magics.predict import format_duration
-
         parts = [f"{self.steps:,}/{self.total:,} it"]
         if self.per_step_s is not None:
             parts.append(f"{1e3 * self.per_step_s:.1f} ms/it")
@@ -72,18 +105,16 @@ class RemainingEstimator:
         self.total = total
         self.start = start
         self.model_per_step = model_per_step
-        self._base: tuple[float, int] | None = None  # first sample after warm-up
+        self._base: _Baseline | None = None
 
     def update(self, now: float, steps: int, wall: _dt.datetime) -> Estimate:
         if self._base is None and steps >= WARMUP_STEPS:
-            self._base = (now, steps)
-        from gpuperf_magics.remaining import blend
-
+            self._base = _Baseline(now, steps)
         own = None
         n = 0
-        if self._base is not None and steps > self._base[1]:
-            n = steps - self._base[1]
-            own = (now - self._base[0]) / n
+        if self._base is not None and steps > self._base.steps:
+            n = steps - self._base.steps
+            own = (now - self._base.time_s) / n
         per_step, _ = blend(own, n, self.model_per_step)
         remaining = finish = None
         if per_step is not None:

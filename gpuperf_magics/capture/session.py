@@ -10,15 +10,32 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import math
-import os
+import signal
 import statistics
 from collections import Counter
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from gpuperf_magics._checks import positive_number
+from gpuperf_magics.capture.context import (  # noqa: F401 (_tf32_flags: test_columns)
+    _gpu_count,
+    _tf32_flags,
+    default_name,
+    fill_hardware,
+    fill_model,
+)
+from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
+from gpuperf_magics.capture.signals import SignalHold
 from gpuperf_magics.run import IterationRecord, Run
 
-__all__ = ["ProfileSession", "auto_warmup", "profile_training", "unsaved_runs"]
+
+class Progress(NamedTuple):
+    """Where a profiled loop stands: optimizer steps so far, and steps of the whole job
+    (None while not known)."""
+
+    steps: int
+    total: int | None
+
 
 #: Runs measured but not saved (store unwritable): kept for the life of the process.
 _UNSAVED: list[Run] = []
@@ -46,84 +63,9 @@ def auto_warmup(durations: list[float]) -> int:
     return k
 
 
-class _CpuClockSample:
-    """CPU seconds of the whole machine and of this process, to tell whether others competed."""
-
-    def __init__(self) -> None:
-        self.wall = _monotonic()
-        self.machine = _machine_busy_seconds()
-        t = os.times()
-        self.own = t.user + t.system
-
-    def other_load(self) -> float | None:
-        """Average cores used by other processes since this sample (None off Linux)."""
-        end = _CpuClockSample()
-        wall = end.wall - self.wall
-        if self.machine is None or end.machine is None or wall <= 0.05:
-            return None
-        other = (end.machine - self.machine) - (end.own - self.own)
-        return max(other / wall, 0.0)
-
-
-def _monotonic() -> float:
-    import time
-
-    return time.monotonic()
-
-
-def _machine_busy_seconds() -> float | None:
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _load_avg() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (OSError, AttributeError):
-        return None
-
-
 def _mode(values: list[int]) -> int | None:
     values = [v for v in values if v]
     return Counter(values).most_common(1)[0][0] if values else None
-
-
-class _InterruptHold:
-    """Hold SIGINT (Ctrl-C, a kernel interrupt) until :meth:`release`, which says whether one
-    came. Only on the main thread and over Python's own handler; elsewhere a no-op."""
-
-    def __init__(self) -> None:
-        import signal
-        import threading
-
-        self._previous: Any = None
-        self.pending = False
-        if threading.current_thread() is not threading.main_thread():
-            return
-        try:
-            previous = signal.getsignal(signal.SIGINT)
-        except (ValueError, OSError):
-            return
-        if previous is not signal.default_int_handler:
-            return  # SIG_IGN, or a handler of the user's or the kernel's: left alone
-        self._previous = previous
-        signal.signal(signal.SIGINT, self._note)
-
-    def _note(self, signum: int, frame: Any) -> None:
-        self.pending = True
-
-    def release(self) -> bool:
-        import signal
-
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-        return self.pending
 
 
 class ProfileSession:
@@ -184,8 +126,7 @@ class ProfileSession:
     ) -> None:
         if warmup is not None and warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
-        if epochs is not None and not (math.isfinite(epochs) and epochs > 0):
-            raise ValueError(f"epochs must be a finite number > 0, got {epochs}")
+        positive_number(epochs, "epochs")
         if total_iterations is not None and total_iterations <= 0:
             raise ValueError(f"total_iterations must be > 0, got {total_iterations}")
         if epochs is not None and total_iterations is not None:
@@ -206,7 +147,7 @@ class ProfileSession:
         if total_iterations is not None:
             self.run.hyper["total_iterations"] = total_iterations
         self._recorder: Any = None
-        self._undo_sigterm: Any = None
+        self._sigterm: SignalHold | None = None
         self._job_gpus: int | None = None  # CUDA devices of the whole job, from the merge
         self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
 
@@ -214,35 +155,38 @@ class ProfileSession:
         from gpuperf_magics.capture.recorder import Recorder
 
         self.run.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        self.run.quality["load_avg_start"] = _load_avg()
-        self._cpu = _CpuClockSample()
+        self.run.quality["load_avg_start"] = load_avg()
+        self._cpu = CpuClockSample()
         from gpuperf_magics.capture import distributed
 
         if distributed.current_job() or distributed.launched_job():
-            self._undo_sigterm = distributed.terminate_as_interrupt()
+            # torchrun stops every rank once one fails: the rank it stops still saves its
+            # partial run, as after a Ctrl-C.
+            self._sigterm = SignalHold(signal.SIGTERM, raise_as=distributed.Terminated)
         self._recorder = Recorder(phases=self.phases, sync=self.sync)
         self._recorder.__enter__()
         return self.run
 
-    def progress(self) -> tuple[int, int | None]:
+    def progress(self) -> Progress:
         """Optimizer steps so far and steps of the whole job (None when not known yet):
         ``total_iterations``, else ``epochs`` × the DataLoader's length once one is iterated.
         Safe to call from another thread while the block runs (the live line does)."""
         rec = self._recorder
         if rec is None:
-            return 0, None
+            return Progress(0, None)
         total = self.run.hyper.get("total_iterations")
         epochs = self.run.hyper.get("epochs")
         if total is None and epochs is not None:
             per_epoch = rec.loader_length()
             total = max(1, math.ceil(epochs * per_epoch)) if per_epoch else None
-        return rec.steps_seen, total
+        return Progress(rec.steps_seen, total)
 
     def configuration(self) -> tuple[str, int, str | None, int] | None:
         """Network, batch size, GPU name (None on the CPU) and GPU count of the loop running
         in the block, or None until the recorder has seen the model and a complete step.
         Safe to call from another thread (the live line asks the store's model with it)."""
-        from gpuperf_magics.capture.recorder import _device_of, unwrap_model
+        from gpuperf_magics.architecture.unwrap import unwrap
+        from gpuperf_magics.capture.probes import device_of
 
         rec = self._recorder
         model = rec.model if rec is not None else None
@@ -253,10 +197,10 @@ class ProfileSession:
             return None
         network = self.name
         if not network:
-            inner = unwrap_model(model)
+            inner = unwrap(model).module
             network = default_name(type(inner).__name__,
                                    sum(p.numel() for p in inner.parameters()))
-        device = _device_of(model)
+        device = device_of(model)
         if device is None or device.type != "cuda":
             return network, batch, None, 0
         import torch
@@ -276,10 +220,8 @@ class ProfileSession:
         """Remove the hooks, then interpret, describe and save; ``error`` ended the block."""
         try:
             self._recorder.close()
-            if self._undo_sigterm is not None:
-                from gpuperf_magics.capture import distributed
-
-                distributed.defer_terminate()
+            if self._sigterm is not None:  # a stop from now on waits until the run is saved
+                self._sigterm.hold()
             if error is None:
                 status = "ok"
             elif isinstance(error, KeyboardInterrupt):
@@ -288,14 +230,16 @@ class ProfileSession:
                 status = "failed"
             return self._finish(status, error)
         finally:
-            if self._undo_sigterm is not None:
-                self._undo_sigterm()
+            if self._sigterm is not None and self._sigterm.release():
+                from gpuperf_magics.capture import distributed
+
+                raise distributed.Terminated  # it waited for the run to be saved: stop now
 
     def _finish(self, status: str, error: BaseException | None) -> Run:
         run, rec = self.run, self._recorder
         # From the loop's end until the run is kept, a Ctrl-C waits: a few milliseconds of
         # interpretation that would otherwise drop everything measured.
-        hold = _InterruptHold()
+        hold = SignalHold(signal.SIGINT)
         try:
             job, kept = self._keep(status, error)
         finally:
@@ -306,10 +250,10 @@ class ProfileSession:
             if job is not None and status == "ok":
                 # The other ranks wait for this one's figures: say there are none.
                 from gpuperf_magics.capture import distributed
-                from gpuperf_magics.capture.recorder import _device_of
+                from gpuperf_magics.capture.probes import device_of
 
                 with contextlib.suppress(Exception):
-                    distributed.exchange(distributed.summary(run, None), _device_of(rec.model))
+                    distributed.exchange(distributed.summary(run, None), device_of(rec.model))
             return run
         try:
             if interrupted:
@@ -337,7 +281,7 @@ class ProfileSession:
         if error is not None:
             run.error = f"{type(error).__name__}: {error}"[:500]
         records = rec.iterations()
-        self._fill_quality(rec)
+        fill_quality(self.run, rec, self._cpu, sync=self.sync, phases=self.phases)
         run.peak_memory_gb = rec.peak_memory_gb
         from gpuperf_magics.capture import distributed
 
@@ -380,8 +324,8 @@ class ProfileSession:
                 self._rank_alone(launched, "no process group at the block's end (destroyed "
                                  "inside it?): put destroy_process_group() after the block")
         if not self._left_to_rank0:
-            self._fill_model(rec)
-        self._fill_hardware(rec)
+            fill_model(self.run, rec)
+        fill_hardware(self.run, rec, self._job_gpus)
         if run.quality.get("busy"):
             run.notes.append(
                 f"machine busy: other processes used {run.quality['other_cpu_load']:.1f} cores "
@@ -396,36 +340,17 @@ class ProfileSession:
                              "the loop went on: each is part of the next iteration")
 
     # ------------------------------------------------------------------ pieces
-    def _fill_quality(self, rec: Any) -> None:
-        import torch
-
-        q = self.run.quality
-        q["torch_threads"] = torch.get_num_threads()
-        q["interop_threads"] = torch.get_num_interop_threads()
-        q["load_avg_end"] = _load_avg()
-        other = self._cpu.other_load()
-        q["other_cpu_load"] = round(other, 2) if other is not None else None
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        q["busy"] = bool(other is not None and other > max(0.5, 0.25 * (cores or 1)))
-        q["timing_method"] = rec.clock.method if rec.clock is not None else None
-        q["detection"] = rec.detection
-        q["batch_sampled_steps"] = rec.batch_sampled_steps
-        q["sync"] = self.sync
-        q["phases"] = self.phases
-        if rec.raised_steps:
-            q["raised_steps"] = rec.raised_steps
-
     def _join_job(self, rec: Any, job: Any) -> None:
         """One run per data-parallel job (see :mod:`~gpuperf_magics.capture.distributed`)."""
         from gpuperf_magics.capture import distributed
-        from gpuperf_magics.capture.recorder import _device_of
+        from gpuperf_magics.capture.probes import device_of
 
         run = self.run
         if run.status != "ok":
             # No collective after an error: the others would wait for this rank.
             self._rank_alone(job, f"this rank {run.status}")
             return
-        device = _device_of(rec.model)
+        device = device_of(rec.model)
         try:
             ranks = distributed.exchange(distributed.summary(run, device), device)
         except Exception as exc:  # a peer died after its loop, or the group timed out
@@ -448,7 +373,7 @@ class ProfileSession:
 
     def _fill_batch(self, rec: Any, records: list[IterationRecord]) -> None:
         """Batch size, hyper-parameters and the default name: cheap, before anything slow."""
-        from gpuperf_magics.capture.recorder import unwrap_model
+        from gpuperf_magics.architecture.unwrap import unwrap
 
         run = self.run
         steady = [r for r in records if not r.warmup] or records
@@ -472,55 +397,9 @@ class ProfileSession:
         if model is None:
             run.network = run.network or "training"
         elif not run.network:
-            params = sum(p.numel() for p in unwrap_model(model).parameters())
-            run.network = default_name(type(unwrap_model(model)).__name__, params)
-
-    def _fill_model(self, rec: Any) -> None:
-        run = self.run
-        model = rec.model
-        if rec.eval_mode_training:
-            run.notes.append("the model trained in eval() mode (dropout off, batch-norm "
-                             "statistics frozen): its calls gave the batch size; call "
-                             "model.train() before the loop unless that was meant")
-        if run.batch_size is None:
-            run.notes.append(
-                "no batch size: the model was never called in train() mode with gradients on "
-                "during the loop (call model.train() before it); predictions need one"
-            )
-        if model is None:
-            return
-        try:
-            from gpuperf_magics.architecture import describe
-
-            args, kwargs = rec.example or ((), {})
-            arch = describe(model, args, kwargs, batch_size=None, amp=rec.autocast)
-            run.architecture = arch.as_features()
-        except Exception as exc:  # never lose the timings over a model we cannot describe
-            run.notes.append(f"architecture not described: {type(exc).__name__}: {exc}")
-        rec.example = None  # release the user's tensors
-        run.architecture.update(_tf32_flags())
-
-    def _fill_hardware(self, rec: Any) -> None:
-        from gpuperf_magics.capture.recorder import _device_of
-
-        run = self.run
-        device = _device_of(rec.model)
-        try:
-            from gpuperf_magics.hardware import detect
-
-            hw = detect(device)
-            run.hardware = _with_catalog_specs(hw.as_features())
-        except Exception as exc:
-            run.notes.append(f"hardware not detected: {type(exc).__name__}: {exc}")
-        if device is not None and device.type == "cuda":
-            run.device = str(device)
-            run.gpu = run.hardware.get("gpu_name")
-            run.gpu_count = _gpu_count(rec.model)
-        else:
-            run.device = "cpu" if device is None else str(device)
-            run.gpu, run.gpu_count = None, 0
-        if self._job_gpus is not None:
-            run.gpu_count = self._job_gpus
+            inner = unwrap(model).module
+            params = sum(p.numel() for p in inner.parameters())
+            run.network = default_name(type(inner).__name__, params)
 
     def _save(self) -> None:
         from gpuperf_magics.store import Store, StoreError
@@ -542,78 +421,6 @@ class ProfileSession:
             )
             return
         _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
-
-
-def _with_catalog_specs(features: dict[str, Any]) -> dict[str, Any]:
-    """Fill what the device cannot report (tensor-core peaks, release year) from the catalog."""
-    name = features.get("gpu_name")
-    if not name:
-        return features
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-
-    try:
-        spec = lookup(name)
-    except UnknownGPUError:
-        return features
-    for key, value in spec.items():
-        if key.startswith("gpu_") and key != "gpu_name" and features.get(key) is None:
-            features[key] = value
-    return features
-
-
-def _gpu_count(model: Any) -> int:
-    from torch import nn
-
-    if isinstance(model, nn.DataParallel):
-        return len(model.device_ids or []) or 1
-    # A DistributedDataParallel rank drives one device; the job's count comes from the ranks.
-    return 1
-
-
-def _tf32_flags() -> dict[str, bool | None]:
-    """Whether FP32 matrix multiplies and cuDNN convolutions could use TF32 tensor cores
-    (Ampere and later): what peak a GPU move should follow (``model.inputs.precision_of``).
-    None where torch cannot say; never an error (the run matters more than this flag)."""
-    import torch
-
-    backends = torch.backends
-    return {
-        "arch_tf32_matmul": _tf32_allowed(
-            lambda: backends.cuda.matmul.allow_tf32,
-            [backends.cuda.matmul, backends.cuda, backends]),
-        "arch_tf32_conv": _tf32_allowed(
-            lambda: backends.cudnn.allow_tf32,
-            [getattr(backends.cudnn, "conv", None), backends.cudnn, backends]),
-    }
-
-
-def _tf32_allowed(legacy: Any, scopes: list[Any]) -> bool | None:
-    """The legacy ``allow_tf32`` flag, else torch >= 2.9's ``fp32_precision`` ("tf32",
-    "ieee", or "none" = as the enclosing scope says), which the legacy read refuses once set."""
-    try:
-        return bool(legacy())
-    except Exception:  # a RuntimeError when the new API was used
-        pass
-    for scope in scopes:
-        value = getattr(scope, "fp32_precision", None)
-        if isinstance(value, str) and value != "none":
-            return value == "tf32"
-    return None
-
-
-def default_name(class_name: str, params: int | None) -> str:
-    """The network name of a run without ``--name``: the model's class and its size.
-
-    The class alone is ambiguous (every ``nn.Sequential`` is "Sequential", torchvision's
-    ResNet-18 and ResNet-50 are both "ResNet"), and runs of one name are learnt as one network,
-    so the parameter count is part of the name: ``"ResNet-11.7M"``, ``"Sequential-36"``.
-    """
-    if not params:
-        return class_name
-    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if params >= scale * 0.9995:  # 999,600 rounds to "1M", not "1e+03K"
-            return f"{class_name}-{params / scale:.3g}{suffix}"
-    return f"{class_name}-{params}"
 
 
 def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:

@@ -23,30 +23,22 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics.columns import names
 from gpuperf_magics.hardware import cpu as _cpu
-from gpuperf_magics.hardware.cpu import CPU_FEATURES, CpuInfo, read_cpu
+from gpuperf_magics.hardware.cpu import CPU_FEATURES as CPU_FEATURES  # re-exported
+from gpuperf_magics.hardware.cpu import CpuInfo, read_cpu
 from gpuperf_magics.hardware.gpu import GPU_FEATURES, GpuInfo, read_gpu
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
 
-__all__ = [
-    "CPU_FEATURES",
-    "FEATURE_KEYS",
-    "GPU_FEATURES",
-    "SW_FEATURES",
-    "CpuInfo",
-    "GpuInfo",
-    "Hardware",
-    "SoftwareInfo",
-    "detect",
-]
+__all__ = ["CpuInfo", "GpuInfo", "Hardware", "detect"]
 
 #: ``sw_*`` keys of :meth:`SoftwareInfo.as_features`, in order.
-SW_FEATURES = ("sw_python", "sw_torch", "sw_cuda", "sw_cudnn", "sw_platform")
+SW_FEATURES = names(producer="hardware.software")
 
-#: Every key of :meth:`Hardware.as_features`, in order.
-FEATURE_KEYS = GPU_FEATURES + CPU_FEATURES + SW_FEATURES
+# Kept for code written against earlier versions: the registry's hardware group is the list.
+FEATURE_KEYS = names(group="hardware")
 
 
 @dataclass(frozen=True)
@@ -106,7 +98,8 @@ class Hardware:
         return f"{kind} {self.cpu.model}"
 
     def as_features(self) -> dict[str, Any]:
-        """Flat ``gpu_*``, ``cpu_*`` and ``sw_*`` features (keys: :data:`FEATURE_KEYS`).
+        """Flat ``gpu_*``, ``cpu_*`` and ``sw_*`` features (keys:
+        ``columns.names(group="hardware")``).
 
         ``gpu_*`` values are ``None`` when there is no GPU; every key is always present.
         """

@@ -15,20 +15,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, NamedTuple
 
-__all__ = ["CPU_FEATURES", "CpuInfo", "CpuinfoSummary", "clear_cache", "parse_cpuinfo", "read_cpu"]
+from gpuperf_magics.columns import names
 
 #: ``cpu_*`` keys of :meth:`CpuInfo.as_features`, in order; each is ``cpu_`` + a field name.
-CPU_FEATURES = (
-    "cpu_model",
-    "cpu_physical_cores",
-    "cpu_logical_cores",
-    "cpu_affinity",
-    "cpu_threads",
-    "cpu_interop_threads",
-    "cpu_simd",
-    "cpu_memory_gb",
-    "cpu_mhz",
-)
+CPU_FEATURES = names(producer="hardware.cpu")
 
 _GIB = 2**30
 

@@ -15,41 +15,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol
 
-__all__ = [
-    "GPU_FEATURES",
-    "CudaLike",
-    "GpuInfo",
-    "architecture_name",
-    "cuda_cores_per_sm",
-    "fp32_tflops",
-    "memory_bandwidth_gbs",
-    "read_gpu",
-]
+from gpuperf_magics.columns import names
 
 #: ``gpu_*`` keys of :meth:`GpuInfo.as_features`, in order; each is ``gpu_`` + a field name.
-GPU_FEATURES = (
-    "gpu_name",
-    "gpu_uuid",
-    "gpu_architecture",
-    "gpu_compute_capability",
-    "gpu_sm_count",
-    "gpu_cuda_cores",
-    "gpu_clock_mhz",
-    "gpu_mem_clock_mhz",
-    "gpu_mem_bus_bits",
-    "gpu_memory_gb",
-    "gpu_bandwidth_gbs",
-    "gpu_fp32_tflops",
-    "gpu_tf32_tflops",
-    "gpu_fp16_tflops",
-    "gpu_release_year",
-    "gpu_driver",
-    "gpu_cuda_driver",
-    "gpu_power_limit_w",
-    "gpu_mig",
-    "gpu_l2_mb",
-    "gpu_visible_count",
-)
+GPU_FEATURES = names(producer="hardware.gpu")
 
 _GIB = 2**30
 _MIB = 2**20

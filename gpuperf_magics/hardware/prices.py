@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import hashlib
 import io
-import math
 import os
 import threading
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics._checks import is_missing, positive_number
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["COLUMNS", "KEY", "PRICINGS", "PriceError", "prices"]
+__all__ = ["COLUMNS", "PriceError", "prices"]
 
 #: Columns of a price table; ``note`` may be left out of a user's file.
 COLUMNS = ("provider", "region", "instance", "gpu", "gpus", "pricing", "usd_per_hour", "date",
@@ -125,8 +126,6 @@ def _validate(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
     """
     import pandas as pd
 
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-
     frame = frame.rename(columns=lambda c: str(c).strip())
     missing = [c for c in COLUMNS if c != "note" and c not in frame.columns]
     if missing:
@@ -134,48 +133,8 @@ def _validate(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
                          f"has the columns {', '.join(COLUMNS)} (note optional)")
     if "note" not in frame.columns:
         frame["note"] = ""
-    rows = []
-    for number, (_, row) in enumerate(frame.iterrows(), start=1):
-        where = f"{origin}, row {number}"
-
-        def text(column: str, row: pd.Series = row, where: str = where) -> str:
-            value = row[column]
-            out = "" if value is None or (isinstance(value, float) and math.isnan(value)) \
-                else str(value).strip()
-            if not out and column != "note":
-                raise PriceError(f"{where}: {column} is empty")
-            return out
-
-        try:
-            gpu = str(lookup(text("gpu"))["gpu_name"])
-        except UnknownGPUError as exc:
-            raise PriceError(f"{where}: {exc}") from None
-        try:
-            count = float(text("gpus"))
-        except ValueError:
-            count = math.nan
-        if not (math.isfinite(count) and count >= 1 and count.is_integer()):
-            raise PriceError(f"{where}: gpus must be a whole number >= 1, got {row['gpus']!r}")
-        try:
-            price = float(text("usd_per_hour"))
-        except ValueError:
-            price = math.nan
-        if not (math.isfinite(price) and price > 0):
-            raise PriceError(f"{where}: usd_per_hour must be a finite number > 0, got "
-                             f"{row['usd_per_hour']!r}")
-        pricing = text("pricing").lower()
-        if pricing not in PRICINGS:
-            raise PriceError(f"{where}: pricing must be one of {', '.join(PRICINGS)}, got "
-                             f"{row['pricing']!r}")
-        try:
-            date = pd.Timestamp(text("date")).date()
-        except ValueError:
-            raise PriceError(f"{where}: date must be an ISO date (2026-05-07), got "
-                             f"{row['date']!r}") from None
-        rows.append({"provider": text("provider").lower(), "region": text("region"),
-                     "instance": text("instance"), "gpu": gpu, "gpus": int(count),
-                     "pricing": pricing, "usd_per_hour": price, "date": date,
-                     "source": text("source"), "note": text("note")})
+    rows = [_row(row, f"{origin}, row {number}")
+            for number, (_, row) in enumerate(frame.iterrows(), start=1)]
     out = pd.DataFrame(rows, columns=list(COLUMNS))
     twice = out.duplicated(list(KEY), keep=False)
     if twice.any():
@@ -183,6 +142,44 @@ def _validate(frame: pd.DataFrame, origin: str) -> pd.DataFrame:
         raise PriceError(f"{origin}: {first['instance']} ({first['provider']}, "
                          f"{first['region']}, {first['pricing']}) is listed more than once")
     return out
+
+
+def _row(row: pd.Series, where: str) -> dict[str, Any]:
+    """One row of a price table checked and normalised; ``where`` names it in messages."""
+    import pandas as pd
+
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, canonical_name
+
+    def text(column: str) -> str:
+        value = row[column]
+        out = "" if is_missing(value) else str(value).strip()
+        if not out and column != "note":
+            raise PriceError(f"{where}: {column} is empty")
+        return out
+
+    try:
+        gpu = canonical_name(text("gpu"))
+    except UnknownGPUError as exc:
+        raise PriceError(f"{where}: {exc}") from None
+    try:
+        count = positive_number(text("gpus"), "gpus", whole=True, error=PriceError)
+    except PriceError:  # one message for 0, 1.5 and "two": a count is a whole number >= 1
+        raise PriceError(f"{where}: gpus must be a whole number >= 1, got "
+                         f"{row['gpus']!r}") from None
+    price = positive_number(text("usd_per_hour"), f"{where}: usd_per_hour", error=PriceError)
+    pricing = text("pricing").lower()
+    if pricing not in PRICINGS:
+        raise PriceError(f"{where}: pricing must be one of {', '.join(PRICINGS)}, got "
+                         f"{row['pricing']!r}")
+    try:
+        date = pd.Timestamp(text("date")).date()
+    except ValueError:
+        raise PriceError(f"{where}: date must be an ISO date (2026-05-07), got "
+                         f"{row['date']!r}") from None
+    return {"provider": text("provider").lower(), "region": text("region"),
+            "instance": text("instance"), "gpu": gpu, "gpus": count, "pricing": pricing,
+            "usd_per_hour": price, "date": date, "source": text("source"),
+            "note": text("note")}
 
 
 def prices(extra: str | os.PathLike[str] | pd.DataFrame | None = None) -> pd.DataFrame:
