@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics._checks import positive_number
+
+# The one rule by which the store's model leads a young run lives beside the live line, below
+# this layer (the capture may not import the prediction layer); re-exported here.
+from gpuperf_magics.capture.progress import PRIOR_ITERATIONS, blend
 from gpuperf_magics.predict import PredictionError
 
 # Moved to prediction_options with the other option checks (issue 11); importable from here.
@@ -49,29 +53,6 @@ __all__ = [
     "remaining_time",
 ]
 
-#: Weight of the store's model in the per-iteration estimate, in steady iterations: after
-#: ``n`` of them the run's own mean weighs ``n / (n + PRIOR_ITERATIONS)``.
-PRIOR_ITERATIONS = 20
-
-
-def blend(own: float | None, steady: int, model: float | None) -> tuple[float | None, float]:
-    """Seconds per iteration from the run's own steady iterations and the store's model.
-
-    While a run is young its own mean rests on few iterations and the model leads; as its
-    steady iterations add up the run takes over: after ``steady`` of them its mean weighs
-    ``steady / (steady + PRIOR_ITERATIONS)``. Either one alone where the other is missing.
-
-    Returns
-    -------
-    (float or None, float)
-        The estimate (None when neither is known) and the weight of the run's own mean.
-    """
-    if model is None or not math.isfinite(model):
-        return own, (1.0 if own is not None else 0.0)
-    if own is None or steady <= 0:
-        return model, 0.0
-    weight = steady / (steady + PRIOR_ITERATIONS)
-    return weight * own + (1 - weight) * model, weight
 #: Relative half-width of the interval when the store has no model to give one.
 FALLBACK_ERROR = 0.1
 

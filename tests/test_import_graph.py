@@ -53,8 +53,6 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     # running cell formats with predict's re-export of units.format_duration and blends with
     # the store's model (remaining.blend, LivePrior). Remove these entries once capture uses
     # units and receives the prior from the magic instead of importing it.
-    ("gpuperf_magics.capture.progress", "gpuperf_magics.predict"): "live line (package B)",
-    ("gpuperf_magics.capture.progress", "gpuperf_magics.remaining"): "live prior (package B)",
 }
 
 
