@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from gpuperf_magics._checks import is_missing
+
 __all__ = [
     "escape_formula",
     "file_format",
@@ -123,10 +125,6 @@ def unescape_formula(value: Any) -> Any:
     return value
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
-
-
 def _cell_text(value: Any) -> Any:
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True, default=str)
@@ -141,9 +139,9 @@ def _portable(frame: pd.DataFrame) -> pd.DataFrame:
         if column.dtype != object:
             continue
         column = column.map(_cell_text)
-        if len({type(v) for v in column if not _missing(v)}) > 1:
+        if len({type(v) for v in column if not is_missing(v, blank_text=False)}) > 1:
             # Parquet columns have one type; CSV does not care.
-            column = column.map(lambda v: None if _missing(v) else str(v))
+            column = column.map(lambda v: None if is_missing(v, blank_text=False) else str(v))
         out[name] = column
     return out
 

@@ -15,17 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuperf_magics.columns import BASE_COLUMNS, KINDS, NOT_NULL_INT, group_of, names
 from gpuperf_magics.run import PHASES
-from gpuperf_magics.store.columns import (
-    ARCH_COLUMNS,
-    BASE_COLUMNS,
-    HARDWARE_COLUMNS,
-    HYPER_COLUMNS,
-    KINDS,
-    NOT_NULL_INT,
-    QUALITY_COLUMNS,
-    group_of,
-)
 
 __all__ = ["ITERATION_COLUMNS", "CorruptRow", "build_runs_frame", "iterations_frame"]
 
@@ -38,12 +29,7 @@ _STR_DTYPE = pd.Series(["x"]).dtype
 
 #: JSON groups in the order their columns appear; ``hardware`` is the hardware table's JSON.
 NESTED = ("hardware", "arch", "hyper", "quality")
-_CANONICAL_BY_GROUP = {
-    "hardware": HARDWARE_COLUMNS,
-    "arch": ARCH_COLUMNS,
-    "hyper": HYPER_COLUMNS,
-    "quality": QUALITY_COLUMNS,
-}
+_CANONICAL_BY_GROUP = {group: names(group=group) for group in NESTED}
 
 
 class CorruptRow(ValueError):

@@ -20,7 +20,8 @@ from typing import Any
 import pandas as pd
 from pandas.api import types as ptypes
 
-from gpuperf_magics.store.columns import KINDS, STATUSES, group_of
+from gpuperf_magics._checks import is_missing, plain
+from gpuperf_magics.columns import COLUMNS, KINDS, STATUSES, group_of
 from gpuperf_magics.store.encoding import format_timestamp, now_utc, parse_timestamp
 from gpuperf_magics.store.errors import ImportValidationError
 
@@ -41,12 +42,9 @@ _MAX_ROWS_SHOWN = 8
 #: Shortest time a row may give (seconds).
 MIN_SECONDS = 1e-9
 _UID = re.compile(r"[0-9a-f]{32}")
-#: Figures that must be > 0 when given (the predictor divides by them).
-POSITIVE = frozenset({
-    "gpu_fp32_tflops", "gpu_tf32_tflops", "gpu_fp16_tflops", "gpu_bandwidth_gbs",
-    "gpu_memory_gb", "gpu_clock_mhz", "gpu_mem_clock_mhz", "gpu_sm_count", "gpu_cuda_cores",
-    "gpu_mem_bus_bits", "cpu_physical_cores", "cpu_logical_cores", "cpu_mhz",
-})
+#: Hardware figures that must be > 0 when given (the predictor divides by them); the base
+#: column ``batch_size`` is checked on its own, as a whole number >= 1.
+POSITIVE = frozenset(c.name for c in COLUMNS if c.positive and c.group != "base")
 #: Hardware figures that let a row name a GPU the catalog lacks (what predictions need).
 _GPU_FIGURES = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
 
@@ -123,7 +121,7 @@ class RowLocator:
             return cls("row", "rows", lambda pos: str(pos + 1),
                        "Rows are numbered from 1 (the first data row).")
         index = frame.index
-        return cls("index", "index labels", lambda pos: repr(_plain(index[pos])),
+        return cls("index", "index labels", lambda pos: repr(plain(index[pos])),
                    "Rows are named by the DataFrame's index labels (df.loc).")
 
     def describe(self, positions: list[int]) -> str:
@@ -157,16 +155,6 @@ def text_columns(header: list[str], mapping: Mapping[str, str | None] | None) ->
         if target is not None and KINDS.get(target) in ("str", "dict"):
             out.append(name)
     return out
-
-
-def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
 
 
 _INT64 = 2**63
@@ -225,7 +213,7 @@ class _Table:
         return f"'{name}'" + (f" (file column '{original}')" if original != name else "")
 
     def values(self, name: str) -> list[Any]:
-        return [_plain(v) for v in self.frame[name].tolist()]
+        return [plain(v) for v in self.frame[name].tolist()]
 
     def numbers(self, name: str, *, integer: bool = False,
                 canonical: bool = True) -> list[float | None]:
@@ -235,12 +223,12 @@ class _Table:
         raws = column.tolist()
         if ptypes.is_bool_dtype(column) and not canonical:
             # A yes/no column of the user's own (pretrained, augmented) is a 0/1 feature.
-            raws = [None if _is_missing(v) else float(v) for v in raws]
+            raws = [None if is_missing(v, blank_text=False) else float(v) for v in raws]
         out: list[float | None] = []
         text, flags, infinite, fraction, huge = [], [], [], [], []
         for pos, raw in enumerate(raws):
-            raw = _plain(raw)
-            if _is_missing(raw):
+            raw = plain(raw)
+            if is_missing(raw, blank_text=False):
                 out.append(None)
                 continue
             if isinstance(raw, bool):
@@ -276,7 +264,7 @@ class _Table:
     def require(self, name: str) -> None:
         """Report empty cells of a column that needs a value in every row."""
         raw = self.frame[name].tolist()
-        empty = [p for p in range(self.n) if _is_missing(raw[p])]
+        empty = [p for p in range(self.n) if is_missing(raw[p], blank_text=False)]
         if empty:
             self.problems.add(self.label(name), "empty cell where a value is required", empty)
 
@@ -287,13 +275,14 @@ class _Table:
             self.problems.add(self.label(name), what, bad, self.frame[name].tolist()[bad[0]])
 
     def texts(self, name: str) -> list[str | None]:
-        return [None if _is_missing(v) else str(v).strip() for v in self.values(name)]
+        return [None if is_missing(v, blank_text=False) else str(v).strip()
+                for v in self.values(name)]
 
     def bools(self, name: str) -> list[bool | None]:
         out: list[bool | None] = []
         bad = []
         for pos, value in enumerate(self.values(name)):
-            if _is_missing(value):
+            if is_missing(value, blank_text=False):
                 out.append(None)
             elif isinstance(value, bool):
                 out.append(value)
@@ -636,7 +625,7 @@ def _json_tags(table: _Table, name: str) -> list[dict[str, str]]:
     out: list[dict[str, str]] = []
     bad = []
     for pos, value in enumerate(table.values(name)):
-        if _is_missing(value):
+        if is_missing(value, blank_text=False):
             out.append({})
             continue
         if isinstance(value, dict):
@@ -650,7 +639,8 @@ def _json_tags(table: _Table, name: str) -> list[dict[str, str]]:
             bad.append(pos)
             out.append({})
         else:
-            out.append({str(k): str(v) for k, v in parsed.items() if not _is_missing(v)})
+            out.append({str(k): str(v) for k, v in parsed.items()
+                        if not is_missing(v, blank_text=False)})
     if bad:
         table.problems.add(table.label(name), 'not a JSON object such as {"key": "value"}', bad,
                            table.values(name)[bad[0]])

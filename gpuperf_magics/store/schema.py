@@ -19,7 +19,7 @@ Adding a column
 ---------------
 A new key of a run (``world_size``, ``global_batch_size`` ...) needs no migration: the nested
 groups (hardware, arch, hyper, quality) are JSON, so one line in
-:mod:`gpuperf_magics.store.columns` (e.g. ``"world_size": "int"`` in ``_HYPER``) makes it a
+:mod:`gpuperf_magics.columns` (e.g. ``world_size:int`` in the ``quality`` rows) makes it a
 canonical, typed column of every frame, export and import. A new flat SQL column of ``runs``
 takes one ``Migration`` below (``add_column(...)``) and its name in ``records.RUN_COLUMNS``.
 """

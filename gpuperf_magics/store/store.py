@@ -11,8 +11,8 @@ from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpuperf_magics.columns import KINDS, group_of
 from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
-from gpuperf_magics.store.columns import KINDS, group_of
 from gpuperf_magics.store.connection import translate
 from gpuperf_magics.store.encoding import (
     format_timestamp,
@@ -57,8 +57,8 @@ T = TypeVar("T")
 #: Columns of ``runs()`` read straight from the runs table (filtered in SQL).
 _FLAT = frozenset(n for n in RUN_SELECT if n not in (
     "hardware_id", "arch", "hyper", "quality", "tags", "features", "notes"))
-_GROUP_COLUMNS = {"hardware": "hardware", "arch": "arch", "hyper": "hyper",
-                  "quality": "quality", "tags": "tags"}
+#: Registry groups stored in a JSON column of the same name (``hardware`` via its table).
+_GROUP_COLUMNS = ("hardware", "arch", "hyper", "quality", "tags")
 #: Masked display -> full URL of the server stores opened in this process, so that a run's
 #: ``store_path`` (masked) still finds its store for ``run.save()``; memory only.
 _OPENED: dict[str, str] = {}
@@ -690,7 +690,7 @@ class Store:
                 continue
             group = group_of(name)
             if group in _GROUP_COLUMNS:
-                needed.add(_GROUP_COLUMNS[group])
+                needed.add(group)
             else:  # a feature, an extra key of a group, or a prefixed collision
                 return every
         return [g for g in every if g in needed]
