@@ -24,7 +24,13 @@ import pandas as pd
 
 from gpuperf_magics.model.estimator import MEASURED_MAPE, GlobalModel
 from gpuperf_magics.model.gpu_move import GpuMove, shipped
-from gpuperf_magics.model.inputs import Prepared, check_target, precision_of, prepare
+from gpuperf_magics.model.inputs import (
+    Prepared,
+    check_coverage,
+    check_target,
+    precision_of,
+    prepare,
+)
 from gpuperf_magics.model.local import (
     SeriesIndex,
     axis_routes,
@@ -179,8 +185,7 @@ class DefaultModel(GlobalModel):
         -------
         self
         """
-        if not 0 < self.coverage < 1:
-            raise ValueError(f"coverage must be in (0, 1), not {self.coverage!r}")
+        check_coverage(self.coverage)
         prep = prepare(X, self.ignore, prefer_catalog=True)
         target = check_target(y, len(prep.features))
         frame = X if isinstance(X, pd.DataFrame) else pd.DataFrame(prep.features)
@@ -425,9 +430,7 @@ class DefaultModel(GlobalModel):
         that kind of move).
         """
         self._check_fitted()
-        cov = self.coverage if coverage is None else coverage
-        if not 0 < cov < 1:
-            raise ValueError(f"coverage must be in (0, 1), not {cov!r}")
+        cov = check_coverage(self.coverage if coverage is None else coverage)
         prep = prepare(X, self.ignore, prefer_catalog=True)  # once for both models
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(prep.features))
         out = self._table(prep, index, cov)

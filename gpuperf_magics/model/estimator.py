@@ -22,7 +22,14 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from gpuperf_magics.model.anchored import AnchoredNetworkModel
-from gpuperf_magics.model.inputs import HARDWARE, Prepared, check_target, prepare
+from gpuperf_magics.model.inputs import (
+    HARDWARE,
+    Prepared,
+    check_coverage,
+    check_method,
+    check_target,
+    prepare,
+)
 from gpuperf_magics.model.paper import PaperNetworkModel
 from gpuperf_magics.model.pooled import MIN_NETWORKS, REQUIRED, PooledModel, fit_pooled
 from gpuperf_magics.model.transfer import (
@@ -180,12 +187,8 @@ class GlobalModel(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        if self.method not in ("default", "paper"):
-            raise ValueError(f"method must be 'default' or 'paper', not {self.method!r}")
-        if self.regressor not in ("ridge", "nnls"):
-            raise ValueError(f"regressor must be 'ridge' or 'nnls', not {self.regressor!r}")
-        if not 0 < self.coverage < 1:
-            raise ValueError(f"coverage must be in (0, 1), not {self.coverage!r}")
+        check_method(self.method, self.regressor)
+        check_coverage(self.coverage)
         prep = prepare(X, self.ignore, prefer_catalog=self.method == "default")
         target = check_target(y, len(prep.features))
         self.feature_names_in_ = np.asarray(prep.features.columns, dtype=object)
@@ -365,9 +368,7 @@ class GlobalModel(RegressorMixin, BaseEstimator):
             measured error for that kind of prediction).
         """
         self._check_fitted()
-        cov = self.coverage if coverage is None else coverage
-        if not 0 < cov < 1:
-            raise ValueError(f"coverage must be in (0, 1), not {cov!r}")
+        cov = check_coverage(self.coverage if coverage is None else coverage)
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(np.asarray(X)))
         prep = prepare(X, self.ignore, prefer_catalog=self.method == "default")
         return self._table(prep, index, cov)

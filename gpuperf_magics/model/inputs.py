@@ -380,6 +380,21 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
     return Prepared(features, iterations, network, labels, arch, naive)
 
 
+def check_method(method: str, regressor: str) -> None:
+    """Raise ValueError unless ``method`` and ``regressor`` are ones the estimators know."""
+    if method not in ("default", "paper"):
+        raise ValueError(f"method must be 'default' or 'paper', not {method!r}")
+    if regressor not in ("ridge", "nnls"):
+        raise ValueError(f"regressor must be 'ridge' or 'nnls', not {regressor!r}")
+
+
+def check_coverage(coverage: float) -> float:
+    """``coverage`` if it is strictly between 0 and 1 (an interval's share); else ValueError."""
+    if not 0 < coverage < 1:
+        raise ValueError(f"coverage must be in (0, 1), not {coverage!r}")
+    return coverage
+
+
 def check_target(y: object, n: int) -> np.ndarray:
     """Seconds as a positive finite float array of length ``n``."""
     if y is None:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from gpuperf_magics.store.connection import chunked
 from gpuperf_magics.store.encoding import fingerprint, from_json, sql_value, to_json
 
 __all__ = [
@@ -290,9 +291,7 @@ def _ids_of_uids(conn: Any, uids: list[str]) -> dict[str, int]:
         return {u: int(i) for u, i in conn.execute(
             "SELECT run_uid, id FROM runs WHERE run_uid = ANY(?)", (list(uids),))}
     out: dict[str, int] = {}
-    step = 900
-    for start in range(0, len(uids), step):
-        chunk = uids[start:start + step]
+    for chunk in chunked(uids):
         marks = ", ".join("?" * len(chunk))
         out.update({u: int(i) for u, i in conn.execute(
             f"SELECT run_uid, id FROM runs WHERE run_uid IN ({marks})", chunk)})

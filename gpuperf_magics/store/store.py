@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuperf_magics.columns import KINDS, group_of
 from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
-from gpuperf_magics.store.connection import translate
+from gpuperf_magics.store.connection import chunked, translate
 from gpuperf_magics.store.encoding import (
     format_timestamp,
     from_json,
@@ -94,11 +94,6 @@ def _run_ids(run_id: Any) -> list[int]:
     except TypeError:
         raise TypeError(f"run ids are integers (column run_id of Store.runs()), not "
                         f"{run_id!r}") from None
-
-
-def _chunks(values: Sequence[T], size: int) -> Iterable[Sequence[T]]:
-    for start in range(0, len(values), size):
-        yield values[start:start + size]
 
 
 class Store:
@@ -771,13 +766,13 @@ class Store:
         def work(conn: Any) -> list[tuple[Any, ...]]:
             found: set[int] = set()
             rows: list[tuple[Any, ...]] = []
-            for chunk in _chunks(wanted, 900):
+            for chunk in chunked(wanted):
                 marks = ", ".join("?" * len(chunk))
                 found.update(int(i) for (i,) in conn.execute(
-                    f"SELECT id FROM runs WHERE id IN ({marks})", list(chunk)))
+                    f"SELECT id FROM runs WHERE id IN ({marks})", chunk))
                 rows.extend(conn.execute(
                     f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
-                    f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", list(chunk)))
+                    f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", chunk))
             absent = [i for i in run_ids if i not in found]
             if absent:
                 raise RunNotFoundError(absent[0], self._shown)

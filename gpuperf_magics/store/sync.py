@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics.store.connection import chunked
 from gpuperf_magics.store.records import (
     ITERATION_FIELDS,
     RUN_COLUMNS,
@@ -97,8 +98,7 @@ def _read(source: Store, ids: list[int]) -> tuple[list[dict[str, Any]], list[lis
     def work(conn: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         runs: list[tuple[Any, ...]] = []
         its: list[tuple[Any, ...]] = []
-        for start in range(0, len(ids), 900):  # SQLite's limit of bound values
-            chunk = ids[start:start + 900]
+        for chunk in chunked(ids):
             marks = ", ".join("?" * len(chunk))
             runs += conn.execute(
                 f"SELECT r.id, {', '.join('r.' + n for n in names)}, h.info, r.run_uid, "
