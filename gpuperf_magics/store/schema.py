@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuperf_magics._version import __version__
 
@@ -42,6 +42,7 @@ __all__ = [
     "SQLITE",
     "Col",
     "Dialect",
+    "Migrated",
     "Migration",
     "Table",
     "latest_version",
@@ -105,6 +106,13 @@ class Table:
         body = ",\n    ".join([c.ddl(dialect) for c in self.columns] + list(self.extra))
         tail = " WITHOUT ROWID" if self.sqlite_without_rowid and dialect is SQLITE else ""
         return f"CREATE TABLE {self.name} (\n    {body}\n){tail}"
+
+
+class Migrated(NamedTuple):
+    """Schema versions of a store before and after :meth:`Store.migrate`."""
+
+    before: int
+    after: int
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from gpuperf_magics.columns import KINDS, group_of
 from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
@@ -38,6 +38,7 @@ from gpuperf_magics.store.records import (
     ITERATION_FIELDS,
     RUN_SELECT,
     SELECT_ITERATIONS,
+    IterationRow,
     bump_revision,
     insert_runs,
     parse_run,
@@ -48,11 +49,21 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from gpuperf_magics.run import Run
+    from gpuperf_magics.store.schema import Migrated
     from gpuperf_magics.store.sync import SyncResult
 
-__all__ = ["Store"]
+__all__ = ["Store", "StoreToken"]
 
 T = TypeVar("T")
+
+
+class StoreToken(NamedTuple):
+    """What :meth:`Store.token` tells apart: a store made again restarts its revision, but
+    not at the time it was first created."""
+
+    created_at: str
+    revision: int
+
 
 #: Columns of ``runs()`` read straight from the runs table (filtered in SQL).
 _FLAT = frozenset(n for n in RUN_SELECT if n not in (
@@ -289,10 +300,10 @@ class Store:
                 "SELECT 1 FROM runs WHERE id = ?", (previous,)
             ).fetchone():
                 return previous
-            ((run_id, inserted),) = insert_runs(conn, [record], [iterations])
-            if inserted:
+            (inserted,) = insert_runs(conn, [record], [iterations])
+            if inserted.new:
                 bump_revision(conn)
-            return run_id
+            return inserted.run_id
 
         try:
             run_id = self._execute(work, write=True, action="save the run")
@@ -462,19 +473,19 @@ class Store:
             from gpuperf_magics.store.records import recorder
 
             mine = recorder()
-            who_arg = [(h or mine[0], u or mine[1]) if (h or u) else mine for h, u in who]
+            who_arg = [(h or mine.host, u or mine.user) if (h or u) else mine for h, u in who]
 
         def work(conn: Any) -> list[int]:
             out = insert_runs(conn, records, uids=uids, who=who_arg)
-            if any(inserted for _, inserted in out):
+            if any(inserted.new for inserted in out):
                 bump_revision(conn)
             return [run_id for run_id, _ in out]
 
         return self._execute(work, write=True, action=f"import {name}")
 
     # ------------------------------------------------------------------ server
-    def migrate(self) -> tuple[int, int]:
-        """Create or upgrade the store's schema; ``(version before, version after)``.
+    def migrate(self) -> Migrated:
+        """Create or upgrade the store's schema; ``Migrated(before, after)``: the versions.
 
         A server store is only ever upgraded by this call (``gpuperf migrate URL``), run by
         a role that may create and alter tables. An SQLite file upgrades itself when opened,
@@ -504,25 +515,26 @@ class Store:
             finally:
                 conn.close()
         self._execute(lambda conn: None, write=True, action="migrate the store")
-        return before, schema.latest_version()
+        return schema.Migrated(before, schema.latest_version())
 
     # ------------------------------------------------------------------ reading
-    def token(self) -> tuple[str, int]:
-        """``(created_at, revision)``: tells a re-created store from the one a cache saw.
+    def token(self) -> StoreToken:
+        """``StoreToken(created_at, revision)``: tells a re-created store from the one a cache
+        saw.
 
         :meth:`revision` restarts when a store file is deleted and made again; the time the
         file was created does not.
         """
 
-        def work(conn: Any) -> tuple[str, int]:
+        def work(conn: Any) -> StoreToken:
             rows = dict(conn.execute(
                 "SELECT key, value FROM meta WHERE key IN ('created_at', 'revision')"
             ).fetchall())
-            return str(rows.get("created_at", "")), self._revision_value(rows.get("revision"))
+            return StoreToken(str(rows.get("created_at", "")),
+                              self._revision_value(rows.get("revision")))
 
-        return self._execute(
-            work, write=False, action="read the store", missing=lambda: ("", 0), snapshot=False
-        )
+        return self._execute(work, write=False, action="read the store",
+                             missing=lambda: StoreToken("", 0), snapshot=False)
 
     def _revision_value(self, value: Any) -> int:
         try:
@@ -760,10 +772,10 @@ class Store:
         ids = _run_ids(run_id)
         return iterations_frame(self._read_iterations(ids))
 
-    def _read_iterations(self, run_ids: list[int]) -> list[tuple[Any, ...]]:
+    def _read_iterations(self, run_ids: list[int]) -> list[IterationRow]:
         wanted = sorted(set(run_ids))
 
-        def work(conn: Any) -> list[tuple[Any, ...]]:
+        def work(conn: Any) -> list[IterationRow]:
             found: set[int] = set()
             rows: list[tuple[Any, ...]] = []
             for chunk in chunked(wanted):
@@ -776,9 +788,10 @@ class Store:
             absent = [i for i in run_ids if i not in found]
             if absent:
                 raise RunNotFoundError(absent[0], self._shown)
-            return [(*row[:7], self._phases(row[0], row[7])) for row in rows]
+            return [row._replace(phases=self._phases(row.run_id, row.phases))
+                    for row in map(IterationRow._make, rows)]
 
-        def nothing() -> list[tuple[Any, ...]]:
+        def nothing() -> list[IterationRow]:
             raise RunNotFoundError(run_ids[0], self._shown)
 
         if not run_ids:
@@ -813,7 +826,7 @@ class Store:
 
         (one,) = _run_ids(run_id)
 
-        def work(conn: Any) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        def work(conn: Any) -> tuple[dict[str, Any], list[IterationRow]]:
             cursor = conn.execute(select_runs([*RUN_SELECT, "hardware"]) + " WHERE r.id = ?",
                                   (one,))
             row = cursor.fetchone()
@@ -823,9 +836,10 @@ class Store:
                 record = parse_run([d[0] for d in cursor.description], row)
             except ValueError as exc:
                 raise CorruptRow(str(exc)) from None
-            return record, conn.execute(SELECT_ITERATIONS, (one,)).fetchall()
+            its = [IterationRow(one, *row) for row in conn.execute(SELECT_ITERATIONS, (one,))]
+            return record, its
 
-        def nothing() -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        def nothing() -> tuple[dict[str, Any], list[IterationRow]]:
             raise RunNotFoundError(one, self._shown)
 
         record, rows = self._execute(work, write=False, action="read a run", missing=nothing)
@@ -835,15 +849,15 @@ class Store:
                 status=record["status"],
                 iterations=[
                     IterationRecord(
-                        index=idx,
-                        duration_s=float(duration),
-                        samples=samples,
-                        warmup=bool(warmup),
-                        phases=self._phases(one, phases),
-                        skipped_step=bool(skipped),
-                        micro_batches=micro,
+                        index=it.idx,
+                        duration_s=float(it.duration_s),
+                        samples=it.samples,
+                        warmup=bool(it.warmup),
+                        phases=self._phases(one, it.phases),
+                        skipped_step=bool(it.skipped_step),
+                        micro_batches=it.micro_batches,
                     )
-                    for idx, duration, samples, warmup, skipped, micro, phases in rows
+                    for it in rows
                 ],
                 batch_size=record["batch_size"],
                 device=record["device"] or ("cuda" if record["gpu"] else "cpu"),

@@ -15,6 +15,7 @@ from gpuperf_magics.store.connection import chunked
 from gpuperf_magics.store.records import (
     ITERATION_FIELDS,
     RUN_COLUMNS,
+    IterationRow,
     bump_revision,
     insert_runs,
 )
@@ -113,8 +114,8 @@ def _read(source: Store, ids: list[int]) -> tuple[list[dict[str, Any]], list[lis
 
     runs, its = source._execute(work, write=False, action="read runs to sync")
     by_run: dict[int, list[Any]] = {}
-    for run_id, *values in its:
-        by_run.setdefault(int(run_id), []).append(tuple(values))
+    for row in map(IterationRow._make, its):
+        by_run.setdefault(int(row.run_id), []).append(row[1:])  # as insert_runs takes them
     records, iterations, uids, who = [], [], [], []
     for run_id, *values in runs:
         record = dict(zip(names, values[:len(names)], strict=True))
