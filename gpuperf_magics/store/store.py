@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from gpuperf_magics.columns import KINDS, group_of
 from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
 from gpuperf_magics.store.connection import chunked, translate
 from gpuperf_magics.store.encoding import (
@@ -33,6 +31,13 @@ from gpuperf_magics.store.paths import (
     ENV_VAR,
     default_store_path,
     fallback_store_path,
+)
+from gpuperf_magics.store.queries import (
+    column_list,
+    filter_frame,
+    run_ids,
+    runs_query,
+    select_columns,
 )
 from gpuperf_magics.store.records import (
     ITERATION_FIELDS,
@@ -65,46 +70,9 @@ class StoreToken(NamedTuple):
     revision: int
 
 
-#: Columns of ``runs()`` read straight from the runs table (filtered in SQL).
-_FLAT = frozenset(n for n in RUN_SELECT if n not in (
-    "hardware_id", "arch", "hyper", "quality", "tags", "features", "notes"))
-#: Registry groups stored in a JSON column of the same name (``hardware`` via its table).
-_GROUP_COLUMNS = ("hardware", "arch", "hyper", "quality", "tags")
 #: Masked display -> full URL of the server stores opened in this process, so that a run's
 #: ``store_path`` (masked) still finds its store for ``run.save()``; memory only.
 _OPENED: dict[str, str] = {}
-
-
-def _as_list(name: str, value: Any) -> list[Any]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        return [value]
-    values = list(value)
-    if any(isinstance(v, (list, tuple, set, dict)) for v in values):
-        raise TypeError(f"{name}= takes a value or a list of values, not {value!r}")
-    return values
-
-
-def _since(value: Any) -> str:
-    """Lower bound for ``created_at`` from a datetime, date, ISO string or timedelta."""
-    if isinstance(value, timedelta):
-        return format_timestamp(datetime.now(timezone.utc) - value)
-    if not isinstance(value, (datetime, date, str)) and not hasattr(value, "to_pydatetime"):
-        raise TypeError(f"since= takes a datetime, date, ISO-8601 string or timedelta, not "
-                        f"{type(value).__name__}")
-    try:
-        return format_timestamp(parse_timestamp(value, naive="local"))
-    except ValueError:
-        raise ValueError(f"since={value!r} is not an ISO-8601 date or time, e.g. "
-                         "'2024-05-01' or '2024-05-01T14:30'") from None
-
-
-def _run_ids(run_id: Any) -> list[int]:
-    values = run_id if isinstance(run_id, Iterable) and not isinstance(run_id, str) else [run_id]
-    try:
-        return [operator.index(v) for v in values]
-    except TypeError:
-        raise TypeError(f"run ids are integers (column run_id of Store.runs()), not "
-                        f"{run_id!r}") from None
 
 
 class Store:
@@ -346,7 +314,7 @@ class Store:
         RunNotFoundError
             (a ``KeyError``) when an id is not in the store; nothing is deleted then.
         """
-        ids = _run_ids(run_id)
+        ids = run_ids(run_id)
 
         def work(conn: Any) -> None:
             for one in ids:
@@ -616,136 +584,25 @@ class Store:
         """
         from gpuperf_magics.store.frame import CorruptRow, build_runs_frame
 
-        if columns is not None:
-            if isinstance(columns, str):
-                columns = [columns]
-            columns = list(columns)
-            if not columns or not all(isinstance(c, str) for c in columns):
-                raise ValueError(f"columns= takes a list of column names, not {columns!r}")
-        clauses: list[str] = []
-        params: list[Any] = []
-        for name, value in (("network", network), ("status", status), ("gpu", gpu),
-                            ("source", source)):
-            if value is not None:
-                self._where(clauses, params, name, _as_list(name, value))
-        if since is not None:
-            clauses.append("r.created_at >= ?")
-            params.append(_since(since))
-        later: dict[str, Any] = {}
-        for name, value in where.items():
-            if name in _FLAT:
-                listed = list(value) if isinstance(value, (list, tuple, set, frozenset)) \
-                    else [value]
-                self._where(clauses, params, name, listed)
-            else:
-                later[name] = value
-        tag_items = {str(k): str(v) for k, v in (tags or {}).items()}
-        tag_clause = ("json_extract(r.tags, ?) = ?" if self.kind == "sqlite"
-                      else "(CAST(r.tags AS jsonb) ->> ?) = ?")
-        for key, value in tag_items.items():
-            clauses.append(tag_clause)
-            path = '$."' + key.replace('"', '\\"') + '"'
-            params.extend([path if self.kind == "sqlite" else key, value])
-
-        groups = self._groups_needed(columns, later)
-        flat = ["run_id", *sorted(c for c in _FLAT if c != "run_id")] if columns is None \
-            else ["run_id", *[c for c in columns if c in _FLAT and c != "run_id"]]
-        names = [*flat, *(g for g in groups if g in RUN_SELECT)]
-        if "hardware" in groups:
-            names.append("hardware")
-        sql = select_runs(names) + (" WHERE " + " AND ".join(clauses) if clauses else "") \
-            + " ORDER BY r.id"
+        columns = column_list(columns)
+        query = runs_query(self.kind, network=network, status=status, gpu=gpu, source=source,
+                           tags=tags, since=since, columns=columns, where=where)
 
         def work(conn: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-            cursor = conn.execute(sql, params)
+            cursor = conn.execute(query.sql, query.params)
             return [d[0] for d in cursor.description], cursor.fetchall()
 
         got, rows = self._execute(work, write=False, action="read runs",
-                                  missing=lambda: (names, []), snapshot=False)
+                                  missing=lambda: (query.names, []), snapshot=False)
         data = list(zip(*rows, strict=True)) if rows else [()] * len(got)
         by_name = {name: list(values) for name, values in zip(got, data, strict=True)}
-        nested = {g: by_name.pop(g) for g in (*groups, "hardware") if g in by_name}
+        nested = {g: by_name.pop(g) for g in (*query.groups, "hardware") if g in by_name}
         try:
             frame = build_runs_frame(by_name, nested)
         except CorruptRow as exc:
             raise self._corrupt(exc) from None
-        frame = self._filter_frame(frame, later)
-        if columns is None:
-            return frame
-        return self._select(frame, columns)
-
-    def _where(self, clauses: list[str], params: list[Any], name: str,
-               values: list[Any]) -> None:
-        column = RUN_SELECT[name]
-        present = [sql_value(v) for v in values if v is not None]
-        parts = []
-        if present:
-            parts.append(f"{column} IN ({', '.join('?' * len(present))})")
-            params.extend(present)
-        if len(present) < len(values):
-            parts.append(f"{column} IS NULL")
-        clauses.append("(" + " OR ".join(parts) + ")" if parts else "1 = 0")
-
-    @staticmethod
-    def _groups_needed(columns: Sequence[str] | None, later: Mapping[str, Any]) -> list[str]:
-        every = ["hardware", "arch", "hyper", "quality", "tags", "features"]
-        if columns is None:
-            return every
-        needed = set()
-        for name in [*columns, *later]:
-            if name in _FLAT:
-                continue
-            group = group_of(name)
-            if group in _GROUP_COLUMNS:
-                needed.add(group)
-            else:  # a feature, an extra key of a group, or a prefixed collision
-                return every
-        return [g for g in every if g in needed]
-
-    @staticmethod
-    def _filter_frame(frame: pd.DataFrame, later: Mapping[str, Any]) -> pd.DataFrame:
-        import pandas as pd
-
-        if not later:
-            return frame
-        keep = pd.Series(True, index=frame.index)
-        for name, value in later.items():
-            if name not in frame.columns:
-                if frame.empty:
-                    return frame
-                raise ValueError(
-                    f"runs() cannot filter on {name!r}: no such column. Columns: "
-                    f"{', '.join(map(str, frame.columns))}"
-                )
-            column = frame[name]
-            if value is None:
-                match = column.isna()
-            elif isinstance(value, (list, tuple, set, frozenset)):
-                match = column.isin(list(value))
-            else:
-                match = column == value
-            keep &= match.fillna(False).astype(bool)
-        return frame[keep.to_numpy()].reset_index(drop=True)
-
-    @staticmethod
-    def _select(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-        import numpy as np
-
-        from gpuperf_magics.store.frame import _spread
-
-        unknown = [c for c in columns if c not in frame.columns and c not in KINDS]
-        if unknown and not frame.empty:
-            raise ValueError(
-                f"runs() has no column {', '.join(map(repr, unknown))}. Columns: "
-                f"{', '.join(map(str, frame.columns))}"
-            )
-        for name in columns:
-            if name not in frame.columns:
-                frame[name] = _spread(name, [], np.full(len(frame), -1), KINDS.get(name))
-        out = frame[columns]
-        out.attrs = {"feature_columns": [c for c in frame.attrs.get("feature_columns", [])
-                                         if c in columns]}
-        return out
+        frame = filter_frame(frame, query.later)
+        return frame if columns is None else select_columns(frame, columns)
 
     def iterations(self, run_id: int | Iterable[int]) -> pd.DataFrame:
         """Every recorded iteration of one run (or of several, in one query), warm-up included.
@@ -769,7 +626,7 @@ class Store:
         """
         from gpuperf_magics.store.frame import iterations_frame
 
-        ids = _run_ids(run_id)
+        ids = run_ids(run_id)
         return iterations_frame(self._read_iterations(ids))
 
     def _read_iterations(self, run_ids: list[int]) -> list[IterationRow]:
@@ -824,7 +681,7 @@ class Store:
         from gpuperf_magics.run import IterationRecord, Run
         from gpuperf_magics.store.frame import CorruptRow
 
-        (one,) = _run_ids(run_id)
+        (one,) = run_ids(run_id)
 
         def work(conn: Any) -> tuple[dict[str, Any], list[IterationRow]]:
             cursor = conn.execute(select_runs([*RUN_SELECT, "hardware"]) + " WHERE r.id = ?",
