@@ -42,8 +42,6 @@ from gpuperf_magics.model.local import (
     route,
 )
 
-__all__ = ["DefaultModel"]
-
 #: Validated moves of one kind below which the public figures stand in for the user's own.
 MIN_TASKS = 6
 #: Configurations validated per network at most (a random subset beyond: validation stays

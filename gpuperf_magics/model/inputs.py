@@ -36,9 +36,6 @@ import pandas as pd
 
 from gpuperf_magics.columns import COLUMNS
 
-__all__ = ["CATALOG_TOLERANCE", "HARDWARE", "PRECISION_PEAKS", "Prepared",
-           "check_target", "effective_peak", "precision_of", "prepare"]
-
 #: Relative disagreement between a given hardware figure and the catalog's beyond which the
 #: catalog's per-device figure is used (with ``prefer_catalog``). Small on purpose: ratios
 #: between GPUs are what a model learns, and they need figures from one consistent source (per

@@ -14,8 +14,6 @@ from gpuperf_magics.model.estimator import PaperModel
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import check_method
 
-__all__ = ["TrainingTimeModel"]
-
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
     """Predict the seconds a training run takes from profiled or imported runs.

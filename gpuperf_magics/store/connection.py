@@ -15,18 +15,6 @@ from typing import TypeVar
 from gpuperf_magics.store import schema
 from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError, StoreVersionError
 
-__all__ = [
-    "MAX_BOUND",
-    "SqliteConnection",
-    "chunked",
-    "create_private",
-    "ensure_schema",
-    "is_busy",
-    "is_read_only",
-    "open_connection",
-    "translate",
-]
-
 T = TypeVar("T")
 
 #: Values bound in one ``IN (...)`` list: SQLite before 3.32 refuses more than 999 parameters.

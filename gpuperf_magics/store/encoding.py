@@ -10,16 +10,6 @@ from typing import Any
 
 from gpuperf_magics._checks import plain
 
-__all__ = [
-    "fingerprint",
-    "format_timestamp",
-    "from_json",
-    "now_utc",
-    "parse_timestamp",
-    "sql_value",
-    "to_json",
-]
-
 
 def _json_default(value: Any) -> Any:
     value = plain(value)

@@ -11,15 +11,6 @@ import pandas as pd
 
 from gpuperf_magics._checks import is_missing
 
-__all__ = [
-    "escape_formula",
-    "file_format",
-    "read_header",
-    "read_table",
-    "unescape_formula",
-    "write_table",
-]
-
 _CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".csv.zst")
 _TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
 _PARQUET_SUFFIXES = (".parquet", ".pq")

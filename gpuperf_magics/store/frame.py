@@ -21,8 +21,6 @@ from gpuperf_magics.run import PHASES
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.store.records import IterationRow
 
-__all__ = ["ITERATION_COLUMNS", "CorruptRow", "build_runs_frame", "iterations_frame"]
-
 ITERATION_COLUMNS = (
     "run_id", "index", "duration_s", "samples", "warmup", "skipped_step", "micro_batches",
 )

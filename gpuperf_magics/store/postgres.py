@@ -22,8 +22,6 @@ from gpuperf_magics.store.location import Location, redact
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
-__all__ = ["PgConnection", "connect", "ensure_schema", "kind_of", "migrate", "translate"]
-
 #: pg_advisory_xact_lock key serialising concurrent ``gpuperf migrate`` runs ("gpmg").
 _MIGRATION_LOCK = schema.APPLICATION_ID
 

@@ -15,28 +15,6 @@ from typing import Any, NamedTuple
 from gpuperf_magics.store.connection import chunked
 from gpuperf_magics.store.encoding import fingerprint, from_json, sql_value, to_json
 
-__all__ = [
-    "INSERT_ITERATION",
-    "ITERATION_FIELDS",
-    "JSON_COLUMNS",
-    "LATER_COLUMNS",
-    "RUN_COLUMNS",
-    "SELECT_ITERATIONS",
-    "Inserted",
-    "IterationRow",
-    "Recorder",
-    "backfill_uids",
-    "bump_revision",
-    "content_uid",
-    "hardware_id",
-    "insert_runs",
-    "parse_run",
-    "recorder",
-    "run_row",
-    "select_runs",
-    "uid_content",
-]
-
 #: Columns of the runs table written from a record, in INSERT order (``run_uid``,
 #: ``recorded_host`` and ``recorded_user`` follow them).
 RUN_COLUMNS = (

@@ -33,22 +33,6 @@ from typing import Any, NamedTuple
 
 from gpuperf_magics._version import __version__
 
-__all__ = [
-    "APPLICATION",
-    "APPLICATION_ID",
-    "MIGRATIONS",
-    "POSTGRES",
-    "REQUIRED_TABLES",
-    "SQLITE",
-    "Col",
-    "Dialect",
-    "Migrated",
-    "Migration",
-    "Table",
-    "latest_version",
-    "migrate",
-]
-
 #: ``PRAGMA application_id`` of store files: the bytes "gpmg".
 APPLICATION_ID = int.from_bytes(b"gpmg", "big")
 #: ``meta`` value of key ``application`` in a server store.

@@ -23,9 +23,6 @@ from gpuperf_magics.store.records import (
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.store.store import Store
 
-__all__ = ["SyncResult", "sync"]
-
-
 @dataclass(frozen=True)
 class SyncResult:
     """What :meth:`Store.sync_to` did.
