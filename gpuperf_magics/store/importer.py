@@ -188,23 +188,41 @@ def prepare_records(
     problems = Problems(locator)
     mapped, labels = _apply_mapping(frame, mapping, what)
     table = Table(mapped, labels, problems)
-    n = table.n
+    _check_required(table, frame, network)
+    base = _base_fields(table, network=network, gpu=gpu, source=source)
+    flat = _flat_stats(table)
+    nested, json_tags = _nested_groups(table)
+    _check_gpus(table, base["gpu"], nested["hardware"])
+    _raise_problems(problems, what, locator)
+    extra = {str(k): str(v) for k, v in (tags or {}).items()}
+    records = [_record(table, pos, base, flat, nested, json_tags[pos], extra)
+               for pos in range(table.n)]
+    _raise_problems(problems, what, locator)
+    return records
 
+
+def _column(table: Table, name: str, default: Any = None) -> list[Any]:
+    """A canonical column's typed values; ``default`` in every row when the table lacks it."""
+    return table.typed(name, KINDS.get(name)) if table.has(name) else [default] * table.n
+
+
+def _check_required(table: Table, frame: pd.DataFrame, network: str | None) -> None:
+    """A problem per column the table must have (``network`` unless given as an argument)."""
     missing = [name for name in REQUIRED if not table.has(name)]
     if not table.has("network") and not network:
         missing.append("network")
     spelling = _SPELLING.get()
     for name in missing:
         hint = f" or pass {spelling.network}" if name == "network" else ""
-        problems.add(f"'{name}'", f"missing: map a column to it with "
-                     f"{spelling.map_to.format(name=name)}{hint} (columns: "
-                     f"{', '.join(map(repr, frame.columns))})")
+        table.problems.add(f"'{name}'", f"missing: map a column to it with "
+                           f"{spelling.map_to.format(name=name)}{hint} (columns: "
+                           f"{', '.join(map(repr, frame.columns))})")
 
-    def column(name: str, default: Any = None) -> list[Any]:
-        return table.typed(name, KINDS.get(name)) if table.has(name) else [default] * n
 
-    status = column("status")
-    status = [None if s is None else s.lower() for s in status]
+def _base_fields(table: Table, *, network: str | None, gpu: str | None,
+                 source: str) -> dict[str, list[Any]]:
+    """The run's own columns, checked, with the arguments' values where a row has none."""
+    status = [None if s is None else s.lower() for s in _column(table, "status")]
     if table.has("status"):
         table.check("status", status, lambda v, _: v in STATUSES,
                     f"not one of {', '.join(STATUSES)}")
@@ -213,7 +231,7 @@ def prepare_records(
     def ok_row(pos: int) -> bool:
         return status[pos] == "ok"
 
-    time_s = column("time_s")
+    time_s = _column(table, "time_s")
     if table.has("time_s"):
         table.require("time_s")
         table.check("time_s", time_s, lambda v, p: v > 0 if ok_row(p) else v >= 0,
@@ -221,30 +239,40 @@ def prepare_records(
         # Below a nanosecond is no measured time (and makes the throughput infinite).
         table.check("time_s", time_s, lambda v, p: v <= 0 or v >= MIN_SECONDS,
                     f"below {MIN_SECONDS:g} s, not a measured time")
-    batch = column("batch_size")
+    batch = _column(table, "batch_size")
     if table.has("batch_size"):
         table.check("batch_size", batch, lambda v, _: v >= 1, "not a positive whole number")
-    iterations = column("iterations", 1)
+    iterations = _column(table, "iterations", 1)
     if table.has("iterations"):
         table.require("iterations")
         table.check("iterations", iterations, lambda v, p: v >= 1 if ok_row(p) else v >= 0,
                     "not a positive whole number")
         iterations = [1 if v is None else v for v in iterations]
 
-    networks = column("network")
+    networks = _column(table, "network")
     if table.has("network") and not network:
         table.require("network")
-    networks = [v or network for v in networks]
-    gpus = [v or gpu for v in column("gpu")]
-    gpu_count = column("gpu_count")
+    gpus = [v or gpu for v in _column(table, "gpu")]
+    gpu_count = _column(table, "gpu_count")
     if table.has("gpu_count"):
         table.check("gpu_count", gpu_count, lambda v, _: v >= 0, "not a count (>= 0)")
-    gpu_count = [
-        c if c is not None else (1 if g else 0) for c, g in zip(gpu_count, gpus, strict=True)
-    ]
-    sources = [v or source for v in column("source")]
+    return {
+        "network": [v or network for v in networks],
+        "batch_size": batch,
+        "iterations": iterations,
+        "time_s": time_s,
+        "status": status,
+        "source": [v or source for v in _column(table, "source")],
+        "created_at": _created_at(table),
+        "gpu": gpus,
+        "gpu_count": [c if c is not None else (1 if g else 0)
+                      for c, g in zip(gpu_count, gpus, strict=True)],
+    }
 
-    created_at: list[str] = [now_utc()] * n
+
+def _created_at(table: Table) -> list[str]:
+    """Each row's creation time as the store writes it; now for rows without one."""
+    created_at: list[str] = [now_utc()] * table.n
     if table.has("created_at"):
         bad = []
         for pos, value in enumerate(table.texts("created_at")):
@@ -255,11 +283,15 @@ def prepare_records(
             except ValueError:
                 bad.append(pos)
         if bad:
-            problems.add(table.label("created_at"), "not an ISO-8601 date/time", bad,
-                         table.values("created_at")[bad[0]])
+            table.problems.add(table.label("created_at"), "not an ISO-8601 date/time", bad,
+                               table.values("created_at")[bad[0]])
+    return created_at
 
+
+def _flat_stats(table: Table) -> dict[str, list[Any]]:
+    """The summary and provenance columns of the runs table, checked."""
     flat = {
-        name: column(name)
+        name: _column(table, name)
         for name in ("device", "error", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
                      "samples_per_s", "warmup_iterations", "recorded_iterations", "run_uid",
                      "recorded_host", "recorded_user", "peak_memory_gb")
@@ -274,19 +306,25 @@ def prepare_records(
     if table.has("run_uid"):
         table.check("run_uid", flat["run_uid"], lambda v, _: bool(_UID.fullmatch(v)),
                     "not a run uid (32 hexadecimal digits, as Store.export writes)")
+    return flat
 
+
+def _nested_groups(table: Table) -> tuple[dict[str, dict[str, list[Any]]],
+                                          list[dict[str, str]]]:
+    """The columns of each JSON group (features and tags guessed from their values), and
+    each row's tags from a ``tags`` column of JSON objects."""
     nested: dict[str, dict[str, list[Any]]] = {
         "hardware": {}, "arch": {}, "hyper": {}, "quality": {}, "features": {}, "tags": {},
     }
-    json_tags: list[dict[str, str]] = [{} for _ in range(n)]
-    for name in mapped.columns:
+    json_tags: list[dict[str, str]] = [{} for _ in range(table.n)]
+    for name in table.frame.columns:
         group = group_of(name)
         if group in ("base", "ignore"):
             continue
         if group == "tags":
             json_tags = _json_tags(table, name)
         elif group == "other":
-            if mapped[name].isna().all():
+            if table.frame[name].isna().all():
                 continue  # an empty column says nothing
             guess = "float" if table.is_numeric(name) else "str"
             values = (table.numbers(name, canonical=False) if guess == "float"
@@ -303,41 +341,40 @@ def prepare_records(
                 else:
                     table.check(name, values, lambda v, _: v >= 0, "not a number >= 0")
             nested[group][name] = values
+    return nested, json_tags
 
-    _check_gpus(table, gpus, nested["hardware"])
 
-    _raise_problems(problems, what, locator)
-
-    records = []
-    for pos in range(n):
-        record: dict[str, Any] = {
-            "network": networks[pos],
-            "batch_size": None if batch[pos] is None else int(batch[pos]),
-            "iterations": int(iterations[pos]),
-            "time_s": float(time_s[pos]),
-            "status": status[pos],
-            "source": sources[pos],
-            "created_at": created_at[pos],
-            "gpu": gpus[pos],
-            "gpu_count": int(gpu_count[pos]),
-        }
-        record.update({name: values[pos] for name, values in flat.items()})
-        for name in ("warmup_iterations", "recorded_iterations"):
-            if record[name] is not None:
-                record[name] = int(record[name])
-        _derive(record)
-        for name in ("it_mean_s", "samples_per_s"):
-            value = record[name]
-            if value is not None and not math.isfinite(value):
-                problems.add(table.label("time_s"), f"gives an infinite {name}", [pos])
-        for group, columns in nested.items():
-            record[group] = {k: v[pos] for k, v in columns.items() if v[pos] is not None}
-        extra = {str(k): str(v) for k, v in (tags or {}).items()}
-        record["tags"] = {**json_tags[pos], **record["tags"], **extra}
-        record["notes"] = []
-        records.append(record)
-    _raise_problems(problems, what, locator)
-    return records
+def _record(table: Table, pos: int, base: dict[str, list[Any]], flat: dict[str, list[Any]],
+            nested: dict[str, dict[str, list[Any]]], json_tags: dict[str, str],
+            extra: dict[str, str]) -> dict[str, Any]:
+    """Row ``pos`` as a run record. Its tags: those of a ``tags`` column of JSON, under the
+    row's text columns, under the ``extra`` tags of the whole import."""
+    batch = base["batch_size"][pos]
+    record: dict[str, Any] = {
+        "network": base["network"][pos],
+        "batch_size": None if batch is None else int(batch),
+        "iterations": int(base["iterations"][pos]),
+        "time_s": float(base["time_s"][pos]),
+        "status": base["status"][pos],
+        "source": base["source"][pos],
+        "created_at": base["created_at"][pos],
+        "gpu": base["gpu"][pos],
+        "gpu_count": int(base["gpu_count"][pos]),
+    }
+    record.update({name: values[pos] for name, values in flat.items()})
+    for name in ("warmup_iterations", "recorded_iterations"):
+        if record[name] is not None:
+            record[name] = int(record[name])
+    _derive(record)
+    for name in ("it_mean_s", "samples_per_s"):
+        value = record[name]
+        if value is not None and not math.isfinite(value):
+            table.problems.add(table.label("time_s"), f"gives an infinite {name}", [pos])
+    for group, columns in nested.items():
+        record[group] = {k: v[pos] for k, v in columns.items() if v[pos] is not None}
+    record["tags"] = {**json_tags, **record["tags"], **extra}
+    record["notes"] = []
+    return record
 
 
 def _raise_problems(problems: Problems, what: str, locator: RowLocator) -> None:
