@@ -95,41 +95,6 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
     rng = np.random.default_rng(model.random_state)
     tasks: dict[str, list[dict[str, float]]] = {}
     subs = {k: DEFAULT_METHOD[k] for k in DEFAULT_METHOD}
-    net, prep_agg, agg_y, own, agg_row = medians
-    agg_config = index.config_of_row[agg_row]
-
-    def refit(held: np.ndarray) -> dict[int, float]:
-        """Per-iteration predictions of the held-out configurations by a refit.
-
-        Refits the cross-series model of this network on the prepared configuration
-        medians (no second pass over the table), without the held-out configurations.
-        """
-        keep = ~np.isin(agg_config, held)
-        if keep.sum() < 2 or (~keep).sum() == 0:
-            return {}
-        advice = list(model.advice_)
-        try:
-            fit = model._fit_network(net, prep_agg, own[keep], agg_y[own[keep]])
-            test = own[~keep]
-            out = {k: np.zeros(len(test)) for k in
-                   ("time_s", "time_low_s", "time_high_s", "per_iteration_s",
-                    "expected_mape")}
-            out.update(kind=np.empty(len(test), dtype=object),
-                       detail=np.empty(len(test), dtype=object))
-            model._predict_network(fit, subset(prep_agg, test), np.arange(len(test)),
-                                  model.coverage, out)
-        except (ValueError, np.linalg.LinAlgError):
-            return {}
-        finally:
-            model.advice_ = advice
-        pred, its = out["time_s"], prep_agg.iterations[test]
-        result: dict[int, float] = {}
-        for c, p, n in zip(agg_config[~keep], pred, its, strict=True):
-            # Seconds per iteration at the configuration's median iteration count.
-            at = float(index.its[c])
-            per_it = max(p - index.setup[c], 1e-3 * p) / n
-            result.setdefault(int(c), per_it + index.setup[c] / at)
-        return result
 
     # The cross-series model's held-out predictions, keyed by (configuration, axis): an
     # axis move is validated by a refit without every configuration of the held-out value
@@ -177,7 +142,7 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
         for value in held:
             out_of = np.flatnonzero(index.values[:, j] == value)
             if refits and len(values) >= 3:
-                for held_c, p in refit(out_of).items():
+                for held_c, p in _refit(model, index, medians, out_of).items():
                     global_pred[(held_c, j)] = p
             # A value no configuration keeps: what only a chain (two moves) reaches.
             allowed = np.ones(index.n, dtype=bool)
@@ -192,22 +157,71 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
         if r.kind == "chain":
             score(c, r)
     if index.hw.shape[1]:
-        _, gpu_of = np.unique(np.round(index.hw, 6), axis=0, return_inverse=True)
-        gpu_of = gpu_of.reshape(-1)
-        if gpu_of.max() > 0:
-            n_gpus = int(gpu_of.max()) + 1
-            per_gpu = max(1, MAX_VALIDATED // n_gpus)
-            # The cross-series model is refitted per group of GPUs (at most GPU_FOLDS).
-            group_of = rng.permutation(n_gpus) % min(n_gpus, GPU_FOLDS)
-            for k in range(min(n_gpus, GPU_FOLDS)):
-                out_of = np.flatnonzero(group_of[gpu_of] == k)
-                if refits:
-                    for held_c, p in refit(out_of).items():
-                        global_pred[(held_c, -1)] = p
-                for g in np.flatnonzero(group_of == k):
-                    _gpu_tasks(index, gpu_of, int(g), per_gpu, rng, add)
+        _gpu_moves(model, index, medians, rng, refits, global_pred, add)
+    _repeat_tasks(index, tasks)
+    return tasks
 
-    # Repeats: each run against the median of its configuration's other runs.
+
+def _refit(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
+           held: np.ndarray) -> dict[int, float]:
+    """Per-iteration predictions of the held-out configurations by a refit.
+
+    Refits the cross-series model of this network on the prepared configuration medians (no
+    second pass over the table), without the held-out configurations.
+    """
+    net, prep_agg, agg_y, own, agg_row = medians
+    agg_config = index.config_of_row[agg_row]
+    keep = ~np.isin(agg_config, held)
+    if keep.sum() < 2 or (~keep).sum() == 0:
+        return {}
+    advice = list(model.advice_)
+    try:
+        fit = model._fit_network(net, prep_agg, own[keep], agg_y[own[keep]])
+        test = own[~keep]
+        out = {k: np.zeros(len(test)) for k in
+               ("time_s", "time_low_s", "time_high_s", "per_iteration_s",
+                "expected_mape")}
+        out.update(kind=np.empty(len(test), dtype=object),
+                   detail=np.empty(len(test), dtype=object))
+        model._predict_network(fit, subset(prep_agg, test), np.arange(len(test)),
+                           model.coverage, out)
+    except (ValueError, np.linalg.LinAlgError):
+        return {}
+    finally:
+        model.advice_ = advice
+    pred, its = out["time_s"], prep_agg.iterations[test]
+    result: dict[int, float] = {}
+    for c, p, n in zip(agg_config[~keep], pred, its, strict=True):
+        # Seconds per iteration at the configuration's median iteration count.
+        at = float(index.its[c])
+        per_it = max(p - index.setup[c], 1e-3 * p) / n
+        result.setdefault(int(c), per_it + index.setup[c] / at)
+    return result
+
+
+def _gpu_moves(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
+               rng: np.random.Generator, refits: bool,
+               global_pred: dict[tuple[int, int], float], add: Any) -> None:
+    """GPU moves: each group of GPUs held out in turn (the cross-series model refitted
+    without it), every configuration of each of its GPUs predicted from the others."""
+    _, gpu_of = np.unique(np.round(index.hw, 6), axis=0, return_inverse=True)
+    gpu_of = gpu_of.reshape(-1)
+    if gpu_of.max() > 0:
+        n_gpus = int(gpu_of.max()) + 1
+        per_gpu = max(1, MAX_VALIDATED // n_gpus)
+        # The cross-series model is refitted per group of GPUs (at most GPU_FOLDS).
+        group_of = rng.permutation(n_gpus) % min(n_gpus, GPU_FOLDS)
+        for k in range(min(n_gpus, GPU_FOLDS)):
+            out_of = np.flatnonzero(group_of[gpu_of] == k)
+            if refits:
+                for held_c, p in _refit(model, index, medians, out_of).items():
+                    global_pred[(held_c, -1)] = p
+            for g in np.flatnonzero(group_of == k):
+                _gpu_tasks(index, gpu_of, int(g), per_gpu, rng, add)
+
+
+def _repeat_tasks(index: SeriesIndex, tasks: dict[str, list[dict[str, float]]]) -> None:
+    """Repeats: each run against the median of its configuration's other runs."""
     groups = index.config_of_row
     repeated = np.flatnonzero(index.count > 1)
     for c in repeated[:MAX_VALIDATED]:
@@ -215,7 +229,7 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
         for i in range(len(times)):
             tasks.setdefault("repeat", []).append(
                 {"lin": float(np.log(times[i] / np.median(np.delete(times, i))))})
-    return tasks
+
 
 def _gpu_tasks(index: SeriesIndex, gpu_of: np.ndarray, g: int, per_gpu: int,
                rng: np.random.Generator, add: Any) -> None:
