@@ -464,3 +464,22 @@ def test_scikit_learn_estimator_checks_pass_where_they_apply() -> None:
     failed = [r["check_name"] for r in results if r["status"] == "failed"]
     assert failed == []
     assert sum(r["status"] == "passed" for r in results) >= 45
+
+
+def test_peak_memory_of_a_store_frame_is_no_feature(tmp_path: Path) -> None:
+    # Peak memory is a result of a run (it grows with the batch), not what ran: a model that
+    # took it as a feature would need it for every configuration it is asked about.
+    from gpuperf_magics.store import Store
+
+    batch = np.repeat([8, 16, 32, 64, 128], 2)
+    table = pd.DataFrame({
+        "network": "net", "batch_size": batch, "iterations": 100, "gpu": "Tesla T4",
+        "time_s": 100 * (0.01 + 0.001 * batch), "peak_memory_gb": 0.05 * batch,
+    })
+    store = Store(tmp_path / "runs.sqlite")
+    store.import_table(table)
+    runs = store.runs()
+    assert runs["peak_memory_gb"].notna().all()
+    model = TrainingTimeModel().fit(runs.drop(columns="time_s"), runs["time_s"])
+    assert "peak_memory_gb" not in model.feature_names_in_
+    assert "peak_memory_gb" not in " ".join(model.report()["name"].astype(str))

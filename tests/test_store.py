@@ -923,3 +923,26 @@ def test_store_survives_file_replacement(file_store: Store) -> None:
         Path(f"{store.path}{suffix}").unlink(missing_ok=True)
     assert store.runs().empty
     assert store.save_run(make_run()) == 1  # the Store notices the new file and creates it
+
+
+def test_results_are_named_records_that_still_unpack(tmp_path: Path) -> None:
+    from gpuperf_magics.store.records import IterationRow, insert_runs, recorder
+
+    store = Store(tmp_path / "named.sqlite")
+    migrated = store.migrate()
+    assert (migrated.before, migrated.after) == (0, latest_version()) == tuple(migrated)
+    run_id = store.save_run(make_run(n=2, warmup=0))
+    token = store.token()
+    created_at, revision = token
+    assert (token.created_at, token.revision) == (created_at, revision) and revision >= 1
+    host, user = recorder()
+    assert (recorder().host, recorder().user) == (host, user)
+    rows = store._read_iterations([run_id])
+    assert all(isinstance(r, IterationRow) for r in rows)
+    assert [r.idx for r in rows] == [0, 1] and rows[1].phases == {"forward": 0.002,
+                                                                   "backward": 0.004}
+    record = store.get_run(run_id).to_record()
+    (inserted,) = store._execute(lambda conn: insert_runs(conn, [record]), write=True,
+                                 action="insert")
+    new_id, new = inserted
+    assert (inserted.run_id, inserted.new) == (new_id, new)

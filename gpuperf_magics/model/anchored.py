@@ -34,8 +34,6 @@ from gpuperf_magics.model.features import evaluate_terms, physical_terms
 from gpuperf_magics.model.selection import forward_select, solve_subset
 from gpuperf_magics.model.transfer import hardware_factor
 
-__all__ = ["AnchoredNetworkModel", "config_groups", "group_folds"]
-
 #: Kernel bandwidths tried for the anchor, in standard deviations of the log features.
 BANDWIDTHS = (0.05, 0.1, 0.2, 0.4, 0.8)
 

@@ -22,7 +22,14 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
 from gpuperf_magics.model.anchored import AnchoredNetworkModel
-from gpuperf_magics.model.inputs import HARDWARE, Prepared, check_target, prepare
+from gpuperf_magics.model.inputs import (
+    HARDWARE,
+    Prepared,
+    check_coverage,
+    check_method,
+    check_target,
+    prepare,
+)
 from gpuperf_magics.model.paper import PaperNetworkModel
 from gpuperf_magics.model.pooled import MIN_NETWORKS, REQUIRED, PooledModel, fit_pooled
 from gpuperf_magics.model.transfer import (
@@ -30,10 +37,9 @@ from gpuperf_magics.model.transfer import (
     TransferPrior,
     fit_rho,
     hardware_factor,
+    move_by_ratio,
     public_prior,
 )
-
-__all__ = ["MEASURED_MAPE", "GlobalModel", "PaperModel"]
 
 #: Used only if ``measured_mape.json`` is missing or unreadable (fractions).
 _FALLBACK_MAPE = {"interpolation": 0.06, "extrapolation": 0.16, "transfer": 0.50}
@@ -180,12 +186,8 @@ class GlobalModel(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        if self.method not in ("default", "paper"):
-            raise ValueError(f"method must be 'default' or 'paper', not {self.method!r}")
-        if self.regressor not in ("ridge", "nnls"):
-            raise ValueError(f"regressor must be 'ridge' or 'nnls', not {self.regressor!r}")
-        if not 0 < self.coverage < 1:
-            raise ValueError(f"coverage must be in (0, 1), not {self.coverage!r}")
+        check_method(self.method, self.regressor)
+        check_coverage(self.coverage)
         prep = prepare(X, self.ignore, prefer_catalog=self.method == "default")
         target = check_target(y, len(prep.features))
         self.feature_names_in_ = np.asarray(prep.features.columns, dtype=object)
@@ -365,9 +367,7 @@ class GlobalModel(RegressorMixin, BaseEstimator):
             measured error for that kind of prediction).
         """
         self._check_fitted()
-        cov = self.coverage if coverage is None else coverage
-        if not 0 < cov < 1:
-            raise ValueError(f"coverage must be in (0, 1), not {cov!r}")
+        cov = check_coverage(self.coverage if coverage is None else coverage)
         index = X.index if isinstance(X, pd.DataFrame) else pd.RangeIndex(len(np.asarray(X)))
         prep = prepare(X, self.ignore, prefer_catalog=self.method == "default")
         return self._table(prep, index, cov)
@@ -566,23 +566,7 @@ class GlobalModel(RegressorMixin, BaseEstimator):
     def _transfer(self, fit: _NetworkFit, feats: pd.DataFrame, its: np.ndarray) -> np.ndarray:
         """Carry each measured GPU's prediction to the new GPU by the hardware ratio."""
         rho = fit.transfer.rho if fit.transfer is not None else self.transfer_prior_.rho
-        has_bw = "gpu_bandwidth_gbs" in fit.hw_cols
-        cols = fit.hw_cols
-
-        def factor(values: np.ndarray) -> np.ndarray:
-            return hardware_factor(values[:, 0], values[:, 1] if has_bw else None, rho)
-
-        h_new = factor(feats[cols].to_numpy())
-        h_known = factor(fit.hardware)
-        logs = np.zeros((len(feats), len(fit.hardware)))
-        for j, spec in enumerate(fit.hardware):
-            moved = feats.copy()
-            moved[cols] = np.broadcast_to(spec, (len(feats), len(cols)))
-            logs[:, j] = np.log(np.maximum(fit.model.predict(moved, its), 1e-12))
-        logs += np.log(h_new)[:, None] - np.log(h_known)[None, :]
-        # The nearest measured GPUs (in the hardware factor) say most about the new one.
-        w = 1.0 / (np.abs(np.log(h_new)[:, None] - np.log(h_known)[None, :]) + 0.05)
-        return np.exp((logs * w).sum(axis=1) / w.sum(axis=1))
+        return move_by_ratio(fit.model, fit.hardware, fit.hw_cols, rho, feats, its)
 
     def _transfer_physical(
         self, fit: _NetworkFit, feats: pd.DataFrame, its: np.ndarray, arch: np.ndarray | None
@@ -629,12 +613,10 @@ class GlobalModel(RegressorMixin, BaseEstimator):
         if not model.uses_h:
             return "ratio"
         known = np.unique(feats[rest][hw_cols].to_numpy(dtype=float), axis=0)
-        probe = _NetworkFit(model, {}, known, [""] * len(known), hw_cols, np.zeros(0),
-                            float("nan"), model.n_configs, transfer=TransferPrior(rho, 0, ""))
         q = feats[held].reset_index(drop=True)
         a = None if arch is None else arch[held]
         physical = model.backbone(q, its[held], a)
-        ratio = self._transfer(probe, q, its[held])
+        ratio = move_by_ratio(model, known, hw_cols, rho, q, its[held])
         err = {
             "physical": float(np.mean(np.abs(physical / y[held] - 1))),
             "ratio": float(np.mean(np.abs(ratio / y[held] - 1))),
@@ -667,57 +649,10 @@ class GlobalModel(RegressorMixin, BaseEstimator):
             model's ``"new network term"`` rows and its ``"new network cv_mape"``
             (leave-one-network-out).
         """
-        self._check_fitted()
-        rows: list[dict[str, Any]] = []
-        for net, fit in self.fits_.items():
-            model = fit.model
-            coef = getattr(model, "coef", np.zeros(0))
-            for term, c in zip(model.terms, coef, strict=True):
-                rows.append({"network": net, "item": "term", "name": term, "value": float(c)})
-            if getattr(model, "intercept", None) is not None and self.method == "paper":
-                rows.append({"network": net, "item": "term", "name": "intercept",
-                             "value": float(model.intercept)})
-            if self.method == "default":
-                rows.append({"network": net, "item": "model", "name": f"{model.space} space",
-                             "value": float(model.bandwidth)})
-                rows.extend(self._report_physical(net, fit))
-            rows.append({"network": net, "item": "cv_mape", "name": "cv_mape",
-                         "value": fit.cv_mape})
-            for col, (lo, hi) in fit.ranges.items():
-                rows.append({"network": net, "item": "range", "name": col, "min": lo, "max": hi})
-            if fit.transfer is not None:
-                rows.append({"network": net, "item": "transfer", "name": fit.transfer.source,
-                             "value": fit.transfer.mape})
-        if self.pooled_ is not None:
-            rows.extend(self.pooled_.report().assign(network="(new network)").to_dict("records"))
-        return pd.DataFrame(rows, columns=["network", "item", "name", "value", "min", "max"])
+        from gpuperf_magics.model.report import network_report
 
-    @staticmethod
-    def _report_physical(net: str, fit: _NetworkFit) -> list[dict[str, Any]]:
-        """Rows on the floor + compute × h model: extrapolation, η per GPU, transfer method."""
-        phys = fit.physical
-        if phys is None:
-            return []
-        rows: list[dict[str, Any]] = [
-            {"network": net, "item": "extrapolation",
-             "name": "linear space (floor + compute × h)", "value": float(phys.bandwidth)}
-        ]
-        for term, c in zip(phys.terms, phys.coef, strict=True):
-            rows.append({"network": net, "item": "physical term", "name": term,
-                         "value": float(c)})
-        if phys.uses_h:
-            labels = dict(zip(map(tuple, np.round(fit.hardware, 9)), fit.hardware_labels,
-                              strict=True))
-            for spec, log_eta in zip(phys._gpus, phys._log_eta, strict=True):
-                name = labels.get(tuple(np.round(spec, 9)), str(spec))
-                rows.append({"network": net, "item": "efficiency", "name": name,
-                             "value": float(np.exp(log_eta))})
-            for arch, log_eta in sorted(phys._arch_log_eta.items()):
-                rows.append({"network": net, "item": "efficiency",
-                             "name": f"architecture {arch}", "value": float(np.exp(log_eta))})
-        rows.append({"network": net, "item": "transfer method", "name": fit.transfer_method,
-                     "value": float(phys.rho)})
-        return rows
+        self._check_fitted()
+        return network_report(self)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "fits_"):

@@ -10,8 +10,6 @@ from sklearn.base import clone
 
 from gpuperf_magics.model.anchored import config_groups
 
-__all__ = ["SCENARIOS", "evaluate", "mape"]
-
 
 def mape(y_true: Any, y_pred: Any) -> float:
     """Mean absolute percentage error, as a fraction: ``mean(|pred − true| / true)``."""

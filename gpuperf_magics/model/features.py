@@ -15,8 +15,6 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["augment", "evaluate_terms", "per_iteration_terms", "physical_terms"]
-
 
 def augment(
     values: np.ndarray, names: Sequence[str], *, inverses: bool = True

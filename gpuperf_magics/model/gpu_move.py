@@ -29,8 +29,6 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-__all__ = ["KINDS", "PARAMS_FILE", "GpuMove", "learn", "pairs", "peak_ratio", "shipped", "to_json"]
-
 PARAMS_FILE = "gpu_transfer.json"
 #: Version of the file's format; bump when the formula changes.
 FORMAT = 1

@@ -17,11 +17,12 @@ What counts as a feature
   their rate (V100 → A100 is 1.24× in FP32 peaks, 2.5× in FP16 tensor peaks). Tensor cores
   reach their peak only on large aligned products, so the rate used is the geometric mean of
   the FP32 and the tensor peak (:func:`effective_peak`), never below the FP32 peak.
-- Every other numeric or boolean column is a feature (``batch_size``, ``gpu_count``, ``depth``,
-  ``arch_*``, image size ...), except columns that restate the target (names ending in ``_s``
-  such as ``it_median_s``, ``samples_per_s``), bookkeeping (:data:`IGNORED`), a store's
-  measurement-quality columns (``other_cpu_load``, ``sync`` ...) and those listed in
-  ``ignore``. Text, dict and list columns are ignored.
+- Of the canonical columns (:mod:`gpuperf_magics.columns`) those flagged ``feature`` are
+  features (``batch_size``, ``gpu_count``, ``arch_*`` ...); bookkeeping, measurement quality
+  and results of a run (``peak_memory_gb``) are not. Every other numeric or boolean column
+  (``depth``, image size ...) is a feature, except names ending in ``_s`` (they restate the
+  target: ``it_total_s``), further ``gpu_*`` figures, and those listed in ``ignore``. Text,
+  dict and list columns are ignored.
 """
 
 from __future__ import annotations
@@ -33,10 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.columns import group_of
-
-__all__ = ["CATALOG_TOLERANCE", "HARDWARE", "IGNORED", "PRECISION_PEAKS", "Prepared",
-           "check_target", "effective_peak", "precision_of", "prepare"]
+from gpuperf_magics.columns import COLUMNS
 
 #: Relative disagreement between a given hardware figure and the catalog's beyond which the
 #: catalog's per-device figure is used (with ``prefer_catalog``). Small on purpose: ratios
@@ -47,39 +45,8 @@ CATALOG_TOLERANCE = 0.1
 #: Hardware columns the model uses, in this order.
 HARDWARE = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
 
-#: Numeric columns of a store's runs that are bookkeeping, not features.
-IGNORED = frozenset(
-    {
-        "id",
-        "run_id",
-        "warmup_iterations",
-        "recorded_iterations",
-        "total_iterations",
-        "epochs",
-        "skipped_steps",
-        "lr",
-        "load_avg_start",
-        "load_avg_end",
-        "busy",
-        "torch_threads",
-        "interop_threads",
-        "gpu_visible_count",
-        "gpu_mig",
-        "gpu_power_limit_w",
-        "gpu_uuid",
-        "gpu_driver",
-        "gpu_cuda_driver",
-        "lr_last",
-        "epochs_seen",
-        "iterations_per_epoch",
-        "loader_batch_size",
-        "dataset_size",
-        "drop_last",
-        "arch_amp",
-        "arch_tf32_matmul",
-        "arch_tf32_conv",
-    }
-)
+#: The registry's columns by name: which of them are features is its ``feature`` flag.
+_CANONICAL = {c.name: c for c in COLUMNS}
 
 #: Columns that must be positive numbers when present.
 POSITIVE = ("batch_size", "iterations", *HARDWARE)
@@ -155,14 +122,14 @@ def _numeric(frame: pd.DataFrame, col: str) -> np.ndarray:
 
 
 def _is_feature_column(frame: pd.DataFrame, col: str, ignore: Sequence[str]) -> bool:
-    if col in ignore or col in IGNORED or col in ("network", "gpu", "iterations", "time_s"):
+    if col in ignore or col in ("id", "network", "gpu", "iterations", "time_s"):
         return False
-    if group_of(col) == "quality":
-        return False  # how a run was measured (load, threads, sync), not what ran
-    if col.endswith("_s") or (
-        col.startswith("gpu_") and col not in HARDWARE and col != "gpu_count"
-    ):
-        return False
+    canonical = _CANONICAL.get(col)
+    if canonical is not None:
+        if not canonical.feature:
+            return False  # bookkeeping, how a run was measured, or what it resulted in
+    elif col.endswith("_s") or col.startswith("gpu_"):
+        return False  # restates the target, or a GPU figure beyond the two of HARDWARE
     if frame[col].isna().all():
         return False  # a column nobody filled (e.g. depth of non-ResNet files) is absent
     if col in ("batch_size", "gpu_count"):
@@ -408,6 +375,21 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
         if col == "gpu_count" and np.any(values < 0):
             raise ValueError(f"column 'gpu_count' must be >= 0; found {values.min():g}")
     return Prepared(features, iterations, network, labels, arch, naive)
+
+
+def check_method(method: str, regressor: str) -> None:
+    """Raise ValueError unless ``method`` and ``regressor`` are ones the estimators know."""
+    if method not in ("default", "paper"):
+        raise ValueError(f"method must be 'default' or 'paper', not {method!r}")
+    if regressor not in ("ridge", "nnls"):
+        raise ValueError(f"regressor must be 'ridge' or 'nnls', not {regressor!r}")
+
+
+def check_coverage(coverage: float) -> float:
+    """``coverage`` if it is strictly between 0 and 1 (an interval's share); else ValueError."""
+    if not 0 < coverage < 1:
+        raise ValueError(f"coverage must be in (0, 1), not {coverage!r}")
+    return coverage
 
 
 def check_target(y: object, n: int) -> np.ndarray:

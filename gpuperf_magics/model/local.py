@@ -39,9 +39,6 @@ import numpy as np
 from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
 from gpuperf_magics.model.inputs import HARDWARE, Prepared
 
-__all__ = ["BATCH_AXES", "Route", "SeriesIndex", "axis_routes", "build_index", "candidates",
-           "family", "network_index", "query_arrays", "reach", "route"]
-
 #: Columns that are the batch axis (the per-device batch first). ``batch_size`` is derived
 #: (per device × GPU count) where ``local_batch_size`` is present, and left out of the key then.
 BATCH_AXES = ("local_batch_size", "batch_size")

@@ -32,8 +32,6 @@ from gpuperf_magics.model.local import (
     route,
 )
 
-__all__ = ["NaiveModel"]
-
 #: The naive move between GPUs: the plain peak ratio (weight 0 on anything learnt).
 PLAIN = GpuMove()
 

@@ -17,8 +17,6 @@ import pandas as pd
 from gpuperf_magics.model.features import augment, evaluate_terms
 from gpuperf_magics.model.selection import forward_select, solve_subset
 
-__all__ = ["ALPHAS", "PaperNetworkModel"]
-
 #: Ridge penalties tried (aMLLibrary's configurations span 0.01..10).
 ALPHAS = (0.01, 0.1, 1.0, 10.0)
 

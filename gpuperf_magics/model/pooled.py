@@ -38,8 +38,6 @@ import pandas as pd
 from gpuperf_magics.model.selection import forward_select, solve_subset
 from gpuperf_magics.model.transfer import RHO_GRID, hardware_factor
 
-__all__ = ["MIN_NETWORKS", "REQUIRED", "TERMS", "TERM_COLUMNS", "PooledModel", "fit_pooled"]
-
 #: Architecture columns a row needs for the cross-network model.
 REQUIRED = ("batch_size", "arch_flops_fwd_bwd")
 #: Networks needed: leave-one-network-out must train on at least two.

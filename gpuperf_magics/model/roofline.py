@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["EXPECTED_MAPE", "cpu_to_gpu_seconds"]
-
 #: Fraction of the FP32 peak a training iteration reaches (middle of the 15-90 % range).
 EFFICIENCY = 0.5
 #: Fraction of the dense FP16 tensor-core peak reached with AMP.

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.optimize import nnls
 
-__all__ = ["SelectionResult", "forward_select", "solve_subset"]
-
 
 @dataclass
 class SelectionResult:

@@ -12,10 +12,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from gpuperf_magics.model.default import DefaultModel
 from gpuperf_magics.model.estimator import PaperModel
 from gpuperf_magics.model.gpu_move import GpuMove
-
-__all__ = ["TrainingTimeModel"]
-
-METHODS = {"default": DefaultModel, "paper": PaperModel}
+from gpuperf_magics.model.inputs import check_method
 
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
@@ -105,10 +102,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         -------
         self
         """
-        if self.method not in METHODS:
-            raise ValueError(f"method must be 'default' or 'paper', not {self.method!r}")
-        if self.regressor not in ("ridge", "nnls"):
-            raise ValueError(f"regressor must be 'ridge' or 'nnls', not {self.regressor!r}")
+        check_method(self.method, self.regressor)
         if self.method == "paper":
             est: DefaultModel | PaperModel = PaperModel(
                 k_max=self.k_max, regressor=self.regressor, coverage=self.coverage,

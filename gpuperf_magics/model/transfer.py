@@ -11,11 +11,10 @@ measurements (the parameters shipped with the package), or else the documented p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
-
-__all__ = ["RHO_GRID", "RHO_PRIOR", "TransferPrior", "fit_rho", "hardware_factor", "public_prior"]
 
 #: Candidate values of ρ.
 RHO_GRID = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
@@ -41,6 +40,29 @@ def hardware_factor(tflops: np.ndarray, bandwidth: np.ndarray | None, rho: float
     if bandwidth is not None:
         h = h + rho / np.asarray(bandwidth, dtype=float)
     return h
+
+
+def move_by_ratio(model: Any, hardware: np.ndarray, hw_cols: list[str], rho: float,
+                  feats: pd.DataFrame, its: np.ndarray) -> np.ndarray:
+    """Carry ``model``'s prediction on each measured GPU (a row of ``hardware``, figures in
+    ``hw_cols``) to the GPU of each row of ``feats`` by the ratio of hardware factors, and
+    average the carried times in log space, weighted towards the nearest measured GPUs."""
+    has_bw = "gpu_bandwidth_gbs" in hw_cols
+
+    def factor(values: np.ndarray) -> np.ndarray:
+        return hardware_factor(values[:, 0], values[:, 1] if has_bw else None, rho)
+
+    h_new = factor(feats[hw_cols].to_numpy())
+    h_known = factor(hardware)
+    logs = np.zeros((len(feats), len(hardware)))
+    for j, spec in enumerate(hardware):
+        moved = feats.copy()
+        moved[hw_cols] = np.broadcast_to(spec, (len(feats), len(hw_cols)))
+        logs[:, j] = np.log(np.maximum(model.predict(moved, its), 1e-12))
+    logs += np.log(h_new)[:, None] - np.log(h_known)[None, :]
+    # The nearest measured GPUs (in the hardware factor) say most about the new one.
+    w = 1.0 / (np.abs(np.log(h_new)[:, None] - np.log(h_known)[None, :]) + 0.05)
+    return np.exp((logs * w).sum(axis=1) / w.sum(axis=1))
 
 
 def fit_rho(table: pd.DataFrame, config_cols: list[str]) -> TransferPrior | None:

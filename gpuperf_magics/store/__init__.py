@@ -18,7 +18,7 @@ pandas is imported only by the methods that return or read tables.
 
 from __future__ import annotations
 
-from gpuperf_magics.store.columns import CANONICAL_COLUMNS, FIRST_COLUMNS
+from gpuperf_magics.columns import CANONICAL_COLUMNS, FIRST_COLUMNS
 from gpuperf_magics.store.errors import (
     ImportValidationError,
     RunNotFoundError,

@@ -28,8 +28,6 @@ from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError
 from gpuperf_magics.store.location import Location
 from gpuperf_magics.store.paths import STORE_FILENAME, user_data_dir
 
-__all__ = ["PostgresBackend", "SqliteBackend"]
-
 T = TypeVar("T")
 
 

@@ -1,6 +1,5 @@
-"""The canonical table's columns, as the store reads them: re-exported from
-:mod:`gpuperf_magics.columns`, which declares them once for every layer (the model reads them
-too, and must not import the store)."""
+"""Kept so that ``gpuperf_magics.store.columns`` still imports: the canonical columns are
+declared once, in :mod:`gpuperf_magics.columns`, which the store's modules import directly."""
 
 from __future__ import annotations
 

@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from gpuperf_magics.store import schema
 from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError, StoreVersionError
 
-__all__ = [
-    "SqliteConnection",
-    "create_private",
-    "ensure_schema",
-    "is_busy",
-    "is_read_only",
-    "open_connection",
-    "translate",
-]
+T = TypeVar("T")
+
+#: Values bound in one ``IN (...)`` list: SQLite before 3.32 refuses more than 999 parameters.
+MAX_BOUND = 900
+
+
+def chunked(values: Sequence[T], size: int = MAX_BOUND) -> Iterator[list[T]]:
+    """``values`` in consecutive lists of at most ``size``, to bind one ``IN (...)`` each."""
+    for start in range(0, len(values), size):
+        yield list(values[start:start + size])
 
 
 class SqliteConnection(sqlite3.Connection):

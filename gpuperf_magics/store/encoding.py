@@ -8,27 +8,11 @@ import math
 from datetime import date, datetime, timezone
 from typing import Any
 
-__all__ = [
-    "fingerprint",
-    "format_timestamp",
-    "from_json",
-    "now_utc",
-    "parse_timestamp",
-    "sql_value",
-    "to_json",
-]
-
-
-def _plain(value: Any) -> Any:
-    """numpy/pandas scalars → Python scalars; everything else unchanged."""
-    # Duck-typed so that numpy is not imported for a plain save.
-    if type(value).__module__ == "numpy" and hasattr(value, "item"):
-        return value.item()
-    return value
+from gpuperf_magics._checks import plain
 
 
 def _json_default(value: Any) -> Any:
-    value = _plain(value)
+    value = plain(value)
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, (datetime, date)):
@@ -58,7 +42,7 @@ def fingerprint(hardware: dict[str, Any]) -> str:
 
 def sql_value(value: Any) -> Any:
     """A value SQLite can bind: numpy scalars unwrapped, bools as 0/1, NaN as NULL."""
-    value = _plain(value)
+    value = plain(value)
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, float) and math.isnan(value):
@@ -87,7 +71,7 @@ def parse_timestamp(value: Any, *, naive: str = "utc") -> datetime:
     ValueError
         When the value is not a date or time.
     """
-    value = _plain(value)
+    value = plain(value)
     if hasattr(value, "to_pydatetime"):  # pandas.Timestamp
         value = value.to_pydatetime()
     if isinstance(value, datetime):

@@ -9,14 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = [
-    "escape_formula",
-    "file_format",
-    "read_header",
-    "read_table",
-    "unescape_formula",
-    "write_table",
-]
+from gpuperf_magics._checks import is_missing
 
 _CSV_SUFFIXES = (".csv", ".csv.gz", ".csv.bz2", ".csv.xz", ".csv.zip", ".csv.zst")
 _TSV_SUFFIXES = (".tsv", ".tsv.gz", ".tab")
@@ -123,10 +116,6 @@ def unescape_formula(value: Any) -> Any:
     return value
 
 
-def _missing(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
-
-
 def _cell_text(value: Any) -> Any:
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True, default=str)
@@ -141,9 +130,9 @@ def _portable(frame: pd.DataFrame) -> pd.DataFrame:
         if column.dtype != object:
             continue
         column = column.map(_cell_text)
-        if len({type(v) for v in column if not _missing(v)}) > 1:
+        if len({type(v) for v in column if not is_missing(v, blank_text=False)}) > 1:
             # Parquet columns have one type; CSV does not care.
-            column = column.map(lambda v: None if _missing(v) else str(v))
+            column = column.map(lambda v: None if is_missing(v, blank_text=False) else str(v))
         out[name] = column
     return out
 

@@ -10,24 +10,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from gpuperf_magics.columns import BASE_COLUMNS, KINDS, NOT_NULL_INT, group_of, names
 from gpuperf_magics.run import PHASES
-from gpuperf_magics.store.columns import (
-    ARCH_COLUMNS,
-    BASE_COLUMNS,
-    HARDWARE_COLUMNS,
-    HYPER_COLUMNS,
-    KINDS,
-    NOT_NULL_INT,
-    QUALITY_COLUMNS,
-    group_of,
-)
 
-__all__ = ["ITERATION_COLUMNS", "CorruptRow", "build_runs_frame", "iterations_frame"]
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.store.records import IterationRow
 
 ITERATION_COLUMNS = (
     "run_id", "index", "duration_s", "samples", "warmup", "skipped_step", "micro_batches",
@@ -38,12 +30,7 @@ _STR_DTYPE = pd.Series(["x"]).dtype
 
 #: JSON groups in the order their columns appear; ``hardware`` is the hardware table's JSON.
 NESTED = ("hardware", "arch", "hyper", "quality")
-_CANONICAL_BY_GROUP = {
-    "hardware": HARDWARE_COLUMNS,
-    "arch": ARCH_COLUMNS,
-    "hyper": HYPER_COLUMNS,
-    "quality": QUALITY_COLUMNS,
-}
+_CANONICAL_BY_GROUP = {group: names(group=group) for group in NESTED}
 
 
 class CorruptRow(ValueError):
@@ -217,14 +204,13 @@ def _column_order(groups: dict[str, str], nested: dict[str, Any]) -> list[str]:
     return order
 
 
-def iterations_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+def iterations_frame(rows: Sequence[IterationRow]) -> pd.DataFrame:
     """Per-iteration table of one or several runs.
 
     Parameters
     ----------
-    rows : list of tuple
-        ``(run_id, idx, duration_s, samples, warmup, skipped_step, micro_batches, phases)``
-        with ``phases`` already parsed into a dict or None, ordered by run and index.
+    rows : sequence of IterationRow
+        With ``phases`` already parsed into a dict or None, ordered by run and index.
 
     Returns
     -------
@@ -232,18 +218,18 @@ def iterations_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
         Columns :data:`ITERATION_COLUMNS` and one ``phase_<name>`` column (seconds) per
         phase recorded with ``--phases``.
     """
-    phase_names = {name for *_, phases in rows if phases for name in phases}
+    phase_names = {name for r in rows if r.phases for name in r.phases}
     ordered = [p for p in PHASES if p in phase_names] + sorted(phase_names - set(PHASES))
     data: dict[str, Any] = {
-        "run_id": pd.Series([r[0] for r in rows], dtype="int64"),
-        "index": pd.Series([r[1] for r in rows], dtype="int64"),
-        "duration_s": pd.Series([r[2] for r in rows], dtype="float64"),
-        "samples": pd.Series([r[3] for r in rows], dtype=object).astype("Int64"),
-        "warmup": pd.Series([bool(r[4]) for r in rows], dtype=bool),
-        "skipped_step": pd.Series([bool(r[5]) for r in rows], dtype=bool),
-        "micro_batches": pd.Series([r[6] for r in rows], dtype=object).astype("Int64"),
+        "run_id": pd.Series([r.run_id for r in rows], dtype="int64"),
+        "index": pd.Series([r.idx for r in rows], dtype="int64"),
+        "duration_s": pd.Series([r.duration_s for r in rows], dtype="float64"),
+        "samples": pd.Series([r.samples for r in rows], dtype=object).astype("Int64"),
+        "warmup": pd.Series([bool(r.warmup) for r in rows], dtype=bool),
+        "skipped_step": pd.Series([bool(r.skipped_step) for r in rows], dtype=bool),
+        "micro_batches": pd.Series([r.micro_batches for r in rows], dtype=object).astype("Int64"),
     }
     for name in ordered:
-        values = [(r[7] or {}).get(name) for r in rows]
+        values = [(r.phases or {}).get(name) for r in rows]
         data[f"phase_{name}"] = pd.to_numeric(pd.Series(values, dtype=object)).astype("float64")
     return pd.DataFrame(data)

@@ -11,42 +11,33 @@ import contextlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from pandas.api import types as ptypes
 
-from gpuperf_magics.store.columns import KINDS, STATUSES, group_of
+from gpuperf_magics._checks import is_missing
+from gpuperf_magics.columns import COLUMNS, KINDS, STATUSES, group_of
+from gpuperf_magics.store.cells import (
+    Problems,
+    RowLocator,
+    Table,
+    blank_to_missing,
+)
 from gpuperf_magics.store.encoding import format_timestamp, now_utc, parse_timestamp
 from gpuperf_magics.store.errors import ImportValidationError
 
-__all__ = [
-    "COMMAND_LINE",
-    "PYTHON",
-    "RowLocator",
-    "Spelling",
-    "prepare_records",
-    "source_name",
-    "spelled",
-    "text_columns",
-]
-
 #: Columns a table must have after the mapping (``network`` may come from the argument).
 REQUIRED = ("time_s", "batch_size")
-_MAX_ROWS_SHOWN = 8
 #: Shortest time a row may give (seconds).
 MIN_SECONDS = 1e-9
 _UID = re.compile(r"[0-9a-f]{32}")
-#: Figures that must be > 0 when given (the predictor divides by them).
-POSITIVE = frozenset({
-    "gpu_fp32_tflops", "gpu_tf32_tflops", "gpu_fp16_tflops", "gpu_bandwidth_gbs",
-    "gpu_memory_gb", "gpu_clock_mhz", "gpu_mem_clock_mhz", "gpu_sm_count", "gpu_cuda_cores",
-    "gpu_mem_bus_bits", "cpu_physical_cores", "cpu_logical_cores", "cpu_mhz",
-})
+#: Hardware figures that must be > 0 when given (the predictor divides by them); the base
+#: column ``batch_size`` is checked on its own, as a whole number >= 1.
+POSITIVE = frozenset(c.name for c in COLUMNS if c.positive and c.group != "base")
 #: Hardware figures that let a row name a GPU the catalog lacks (what predictions need).
 _GPU_FIGURES = ("gpu_fp32_tflops", "gpu_bandwidth_gbs")
 
@@ -94,57 +85,6 @@ def spelled(spelling: Spelling) -> Iterator[None]:
         _SPELLING.reset(token)
 
 
-@dataclass(frozen=True)
-class RowLocator:
-    """How rows are named in messages: file lines for CSV, 1-based rows, or index labels.
-
-    Attributes
-    ----------
-    noun, plural : str
-        ``"line"``/``"lines"``, ``"row"``/``"rows"`` or ``"index"``/``"index labels"``.
-    label : callable
-        Row position (0-based) → its label.
-    note : str
-        Explains the numbering at the end of the message.
-    """
-
-    noun: str
-    plural: str
-    label: Callable[[int], str]
-    note: str = ""
-
-    @classmethod
-    def for_source(cls, source: Any, frame: pd.DataFrame, fmt: str | None) -> RowLocator:
-        """Locator for a frame read from a file of format ``fmt`` (None: given as a frame)."""
-        if fmt in ("csv", "tsv"):
-            return cls("line", "lines", lambda pos: str(pos + 2),
-                       "Line numbers are those of the file: the header is line 1.")
-        if fmt is not None:
-            return cls("row", "rows", lambda pos: str(pos + 1),
-                       "Rows are numbered from 1 (the first data row).")
-        index = frame.index
-        return cls("index", "index labels", lambda pos: repr(_plain(index[pos])),
-                   "Rows are named by the DataFrame's index labels (df.loc).")
-
-    def describe(self, positions: list[int]) -> str:
-        shown = [self.label(p) for p in positions[:_MAX_ROWS_SHOWN]]
-        more = len(positions) - len(shown)
-        text = f"{self.noun if len(positions) == 1 else self.plural} {', '.join(shown)}"
-        return text + (f" and {more} more" if more else "")
-
-
-@dataclass
-class _Problems:
-    locator: RowLocator
-    lines: list[str] = field(default_factory=list)
-
-    def add(self, column: str, what: str, positions: list[int] | None = None,
-            example: Any = None, hint: str = "") -> None:
-        where = f" at {self.locator.describe(positions)}" if positions else ""
-        shown = f" (e.g. {example!r})" if example is not None else ""
-        self.lines.append(f"column {column}: {what}{where}{shown}{hint}")
-
-
 def text_columns(header: list[str], mapping: Mapping[str, str | None] | None) -> list[str]:
     """File columns to read as text: those mapped to canonical text columns, and ``tags``.
 
@@ -157,177 +97,6 @@ def text_columns(header: list[str], mapping: Mapping[str, str | None] | None) ->
         if target is not None and KINDS.get(target) in ("str", "dict"):
             out.append(name)
     return out
-
-
-def _is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if type(value).__module__ == "numpy" and hasattr(value, "item") else value
-
-
-_INT64 = 2**63
-
-
-def _number(value: Any) -> float | None:
-    """A cell as a float, or None when it is not a number."""
-    if isinstance(value, (int, float)):
-        try:
-            number = float(value)
-        except OverflowError:  # an int beyond any float: still a number, too large
-            return math.inf
-    elif isinstance(value, str) and "_" not in value:  # float() would read "1_000"
-        try:
-            number = float(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return None if math.isnan(number) else number
-
-
-def _seconds(column: pd.Series) -> pd.Series:
-    """A duration column (Timedelta, datetime.timedelta) in seconds; others unchanged."""
-    if ptypes.is_timedelta64_dtype(column):
-        return column.dt.total_seconds()
-    if column.dtype == object and any(hasattr(v, "total_seconds") for v in column.tolist()):
-        return column.map(lambda v: v.total_seconds() if hasattr(v, "total_seconds") else v)
-    return column
-
-
-def _blank_to_missing(column: pd.Series) -> pd.Series:
-    if ptypes.is_numeric_dtype(column) or ptypes.is_bool_dtype(column):
-        return column
-    return column.map(lambda v: None if isinstance(v, str) and not v.strip() else v)
-
-
-_TRUE = {"true", "1", "yes", "y", "t"}
-_FALSE = {"false", "0", "no", "n", "f"}
-
-
-class _Table:
-    """One imported frame after the mapping, with typed access to its columns."""
-
-    def __init__(self, frame: pd.DataFrame, labels: dict[str, str], problems: _Problems):
-        self.frame = frame
-        self.labels = labels  # canonical name -> original file column
-        self.problems = problems
-        self.n = len(frame)
-
-    def has(self, name: str) -> bool:
-        return name in self.frame.columns
-
-    def label(self, name: str) -> str:
-        original = self.labels.get(name, name)
-        return f"'{name}'" + (f" (file column '{original}')" if original != name else "")
-
-    def values(self, name: str) -> list[Any]:
-        return [_plain(v) for v in self.frame[name].tolist()]
-
-    def numbers(self, name: str, *, integer: bool = False,
-                canonical: bool = True) -> list[float | None]:
-        """Floats (None where empty); text, true/false, infinities, fractions (if integer) and
-        integers beyond 64 bits reported. Durations (Timedelta) are read as seconds."""
-        column = _seconds(self.frame[name])
-        raws = column.tolist()
-        if ptypes.is_bool_dtype(column) and not canonical:
-            # A yes/no column of the user's own (pretrained, augmented) is a 0/1 feature.
-            raws = [None if _is_missing(v) else float(v) for v in raws]
-        out: list[float | None] = []
-        text, flags, infinite, fraction, huge = [], [], [], [], []
-        for pos, raw in enumerate(raws):
-            raw = _plain(raw)
-            if _is_missing(raw):
-                out.append(None)
-                continue
-            if isinstance(raw, bool):
-                # True is not 1 second nor a batch of 1.
-                flags.append(pos)
-                out.append(None)
-                continue
-            num = _number(raw)
-            if num is None:
-                text.append(pos)
-            elif integer and isinstance(raw, int) and not -_INT64 <= raw < _INT64:
-                huge.append(pos)
-            elif math.isinf(num):
-                infinite.append(pos)
-            elif integer and num != round(num):
-                fraction.append(pos)
-            elif integer and not -_INT64 <= num < _INT64:
-                huge.append(pos)
-            else:
-                out.append(float(num))
-                continue
-            out.append(None)
-        shown = self.frame[name].tolist()
-        for positions, what in ((text, "text where a number is expected"),
-                                (flags, "true/false where a number is expected"),
-                                (infinite, "not a finite number"),
-                                (fraction, "not a whole number"),
-                                (huge, "beyond the range of a 64-bit integer")):
-            if positions:
-                self.problems.add(self.label(name), what, positions, shown[positions[0]])
-        return out
-
-    def require(self, name: str) -> None:
-        """Report empty cells of a column that needs a value in every row."""
-        raw = self.frame[name].tolist()
-        empty = [p for p in range(self.n) if _is_missing(raw[p])]
-        if empty:
-            self.problems.add(self.label(name), "empty cell where a value is required", empty)
-
-    def check(self, name: str, values: list[Any], ok: Callable[[Any, int], bool],
-              what: str) -> None:
-        bad = [p for p, v in enumerate(values) if v is not None and not ok(v, p)]
-        if bad:
-            self.problems.add(self.label(name), what, bad, self.frame[name].tolist()[bad[0]])
-
-    def texts(self, name: str) -> list[str | None]:
-        return [None if _is_missing(v) else str(v).strip() for v in self.values(name)]
-
-    def bools(self, name: str) -> list[bool | None]:
-        out: list[bool | None] = []
-        bad = []
-        for pos, value in enumerate(self.values(name)):
-            if _is_missing(value):
-                out.append(None)
-            elif isinstance(value, bool):
-                out.append(value)
-            elif isinstance(value, (int, float)) and value in (0, 1):
-                out.append(bool(value))
-            elif isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-                out.append(value.strip().lower() in _TRUE)
-            else:
-                bad.append(pos)
-                out.append(None)
-        if bad:
-            self.problems.add(self.label(name), "not true/false", bad, self.values(name)[bad[0]])
-        return out
-
-    def typed(self, name: str, kind: str | None) -> list[Any]:
-        """Values of a column by canonical kind; ``None`` kind: numbers if all are numbers."""
-        if kind == "int":
-            return [None if v is None else int(v) for v in self.numbers(name, integer=True)]
-        if kind == "float":
-            return self.numbers(name)
-        if kind == "bool":
-            return self.bools(name)
-        if kind == "str":
-            return self.texts(name)
-        if self.is_numeric(name):
-            return self.numbers(name, canonical=False)
-        return self.texts(name)
-
-    def is_numeric(self, name: str) -> bool:
-        column = _seconds(self.frame[name])
-        if ptypes.is_numeric_dtype(column) or ptypes.is_bool_dtype(column):
-            return True
-        present = column.dropna()
-        return bool(len(present)) and bool(pd.to_numeric(present, errors="coerce").notna().all())
 
 
 def _apply_mapping(
@@ -370,7 +139,7 @@ def _apply_mapping(
     renamed = frame[keep].rename(columns={c: mapping.get(c, c) for c in keep})
     labels = {mapping.get(c, c): c for c in keep}
     for name in renamed.columns:
-        renamed[name] = _blank_to_missing(renamed[name])
+        renamed[name] = blank_to_missing(renamed[name])
     return renamed, labels
 
 
@@ -416,26 +185,44 @@ def prepare_records(
         catalog cannot resolve is a problem unless its row fills ``gpu_fp32_tflops`` and
         ``gpu_bandwidth_gbs`` (what a prediction would otherwise take from the catalog).
     """
-    problems = _Problems(locator)
+    problems = Problems(locator)
     mapped, labels = _apply_mapping(frame, mapping, what)
-    table = _Table(mapped, labels, problems)
-    n = table.n
+    table = Table(mapped, labels, problems)
+    _check_required(table, frame, network)
+    base = _base_fields(table, network=network, gpu=gpu, source=source)
+    flat = _flat_stats(table)
+    nested, json_tags = _nested_groups(table)
+    _check_gpus(table, base["gpu"], nested["hardware"])
+    _raise_problems(problems, what, locator)
+    extra = {str(k): str(v) for k, v in (tags or {}).items()}
+    records = [_record(table, pos, base, flat, nested, json_tags[pos], extra)
+               for pos in range(table.n)]
+    _raise_problems(problems, what, locator)
+    return records
 
+
+def _column(table: Table, name: str, default: Any = None) -> list[Any]:
+    """A canonical column's typed values; ``default`` in every row when the table lacks it."""
+    return table.typed(name, KINDS.get(name)) if table.has(name) else [default] * table.n
+
+
+def _check_required(table: Table, frame: pd.DataFrame, network: str | None) -> None:
+    """A problem per column the table must have (``network`` unless given as an argument)."""
     missing = [name for name in REQUIRED if not table.has(name)]
     if not table.has("network") and not network:
         missing.append("network")
     spelling = _SPELLING.get()
     for name in missing:
         hint = f" or pass {spelling.network}" if name == "network" else ""
-        problems.add(f"'{name}'", f"missing: map a column to it with "
-                     f"{spelling.map_to.format(name=name)}{hint} (columns: "
-                     f"{', '.join(map(repr, frame.columns))})")
+        table.problems.add(f"'{name}'", f"missing: map a column to it with "
+                           f"{spelling.map_to.format(name=name)}{hint} (columns: "
+                           f"{', '.join(map(repr, frame.columns))})")
 
-    def column(name: str, default: Any = None) -> list[Any]:
-        return table.typed(name, KINDS.get(name)) if table.has(name) else [default] * n
 
-    status = column("status")
-    status = [None if s is None else s.lower() for s in status]
+def _base_fields(table: Table, *, network: str | None, gpu: str | None,
+                 source: str) -> dict[str, list[Any]]:
+    """The run's own columns, checked, with the arguments' values where a row has none."""
+    status = [None if s is None else s.lower() for s in _column(table, "status")]
     if table.has("status"):
         table.check("status", status, lambda v, _: v in STATUSES,
                     f"not one of {', '.join(STATUSES)}")
@@ -444,7 +231,7 @@ def prepare_records(
     def ok_row(pos: int) -> bool:
         return status[pos] == "ok"
 
-    time_s = column("time_s")
+    time_s = _column(table, "time_s")
     if table.has("time_s"):
         table.require("time_s")
         table.check("time_s", time_s, lambda v, p: v > 0 if ok_row(p) else v >= 0,
@@ -452,30 +239,40 @@ def prepare_records(
         # Below a nanosecond is no measured time (and makes the throughput infinite).
         table.check("time_s", time_s, lambda v, p: v <= 0 or v >= MIN_SECONDS,
                     f"below {MIN_SECONDS:g} s, not a measured time")
-    batch = column("batch_size")
+    batch = _column(table, "batch_size")
     if table.has("batch_size"):
         table.check("batch_size", batch, lambda v, _: v >= 1, "not a positive whole number")
-    iterations = column("iterations", 1)
+    iterations = _column(table, "iterations", 1)
     if table.has("iterations"):
         table.require("iterations")
         table.check("iterations", iterations, lambda v, p: v >= 1 if ok_row(p) else v >= 0,
                     "not a positive whole number")
         iterations = [1 if v is None else v for v in iterations]
 
-    networks = column("network")
+    networks = _column(table, "network")
     if table.has("network") and not network:
         table.require("network")
-    networks = [v or network for v in networks]
-    gpus = [v or gpu for v in column("gpu")]
-    gpu_count = column("gpu_count")
+    gpus = [v or gpu for v in _column(table, "gpu")]
+    gpu_count = _column(table, "gpu_count")
     if table.has("gpu_count"):
         table.check("gpu_count", gpu_count, lambda v, _: v >= 0, "not a count (>= 0)")
-    gpu_count = [
-        c if c is not None else (1 if g else 0) for c, g in zip(gpu_count, gpus, strict=True)
-    ]
-    sources = [v or source for v in column("source")]
+    return {
+        "network": [v or network for v in networks],
+        "batch_size": batch,
+        "iterations": iterations,
+        "time_s": time_s,
+        "status": status,
+        "source": [v or source for v in _column(table, "source")],
+        "created_at": _created_at(table),
+        "gpu": gpus,
+        "gpu_count": [c if c is not None else (1 if g else 0)
+                      for c, g in zip(gpu_count, gpus, strict=True)],
+    }
 
-    created_at: list[str] = [now_utc()] * n
+
+def _created_at(table: Table) -> list[str]:
+    """Each row's creation time as the store writes it; now for rows without one."""
+    created_at: list[str] = [now_utc()] * table.n
     if table.has("created_at"):
         bad = []
         for pos, value in enumerate(table.texts("created_at")):
@@ -486,11 +283,15 @@ def prepare_records(
             except ValueError:
                 bad.append(pos)
         if bad:
-            problems.add(table.label("created_at"), "not an ISO-8601 date/time", bad,
-                         table.values("created_at")[bad[0]])
+            table.problems.add(table.label("created_at"), "not an ISO-8601 date/time", bad,
+                               table.values("created_at")[bad[0]])
+    return created_at
 
+
+def _flat_stats(table: Table) -> dict[str, list[Any]]:
+    """The summary and provenance columns of the runs table, checked."""
     flat = {
-        name: column(name)
+        name: _column(table, name)
         for name in ("device", "error", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
                      "samples_per_s", "warmup_iterations", "recorded_iterations", "run_uid",
                      "recorded_host", "recorded_user", "peak_memory_gb")
@@ -505,19 +306,25 @@ def prepare_records(
     if table.has("run_uid"):
         table.check("run_uid", flat["run_uid"], lambda v, _: bool(_UID.fullmatch(v)),
                     "not a run uid (32 hexadecimal digits, as Store.export writes)")
+    return flat
 
+
+def _nested_groups(table: Table) -> tuple[dict[str, dict[str, list[Any]]],
+                                          list[dict[str, str]]]:
+    """The columns of each JSON group (features and tags guessed from their values), and
+    each row's tags from a ``tags`` column of JSON objects."""
     nested: dict[str, dict[str, list[Any]]] = {
         "hardware": {}, "arch": {}, "hyper": {}, "quality": {}, "features": {}, "tags": {},
     }
-    json_tags: list[dict[str, str]] = [{} for _ in range(n)]
-    for name in mapped.columns:
+    json_tags: list[dict[str, str]] = [{} for _ in range(table.n)]
+    for name in table.frame.columns:
         group = group_of(name)
         if group in ("base", "ignore"):
             continue
         if group == "tags":
             json_tags = _json_tags(table, name)
         elif group == "other":
-            if mapped[name].isna().all():
+            if table.frame[name].isna().all():
                 continue  # an empty column says nothing
             guess = "float" if table.is_numeric(name) else "str"
             values = (table.numbers(name, canonical=False) if guess == "float"
@@ -534,44 +341,43 @@ def prepare_records(
                 else:
                     table.check(name, values, lambda v, _: v >= 0, "not a number >= 0")
             nested[group][name] = values
-
-    _check_gpus(table, gpus, nested["hardware"])
-
-    _raise_problems(problems, what, locator)
-
-    records = []
-    for pos in range(n):
-        record: dict[str, Any] = {
-            "network": networks[pos],
-            "batch_size": None if batch[pos] is None else int(batch[pos]),
-            "iterations": int(iterations[pos]),
-            "time_s": float(time_s[pos]),
-            "status": status[pos],
-            "source": sources[pos],
-            "created_at": created_at[pos],
-            "gpu": gpus[pos],
-            "gpu_count": int(gpu_count[pos]),
-        }
-        record.update({name: values[pos] for name, values in flat.items()})
-        for name in ("warmup_iterations", "recorded_iterations"):
-            if record[name] is not None:
-                record[name] = int(record[name])
-        _derive(record)
-        for name in ("it_mean_s", "samples_per_s"):
-            value = record[name]
-            if value is not None and not math.isfinite(value):
-                problems.add(table.label("time_s"), f"gives an infinite {name}", [pos])
-        for group, columns in nested.items():
-            record[group] = {k: v[pos] for k, v in columns.items() if v[pos] is not None}
-        extra = {str(k): str(v) for k, v in (tags or {}).items()}
-        record["tags"] = {**json_tags[pos], **record["tags"], **extra}
-        record["notes"] = []
-        records.append(record)
-    _raise_problems(problems, what, locator)
-    return records
+    return nested, json_tags
 
 
-def _raise_problems(problems: _Problems, what: str, locator: RowLocator) -> None:
+def _record(table: Table, pos: int, base: dict[str, list[Any]], flat: dict[str, list[Any]],
+            nested: dict[str, dict[str, list[Any]]], json_tags: dict[str, str],
+            extra: dict[str, str]) -> dict[str, Any]:
+    """Row ``pos`` as a run record. Its tags: those of a ``tags`` column of JSON, under the
+    row's text columns, under the ``extra`` tags of the whole import."""
+    batch = base["batch_size"][pos]
+    record: dict[str, Any] = {
+        "network": base["network"][pos],
+        "batch_size": None if batch is None else int(batch),
+        "iterations": int(base["iterations"][pos]),
+        "time_s": float(base["time_s"][pos]),
+        "status": base["status"][pos],
+        "source": base["source"][pos],
+        "created_at": base["created_at"][pos],
+        "gpu": base["gpu"][pos],
+        "gpu_count": int(base["gpu_count"][pos]),
+    }
+    record.update({name: values[pos] for name, values in flat.items()})
+    for name in ("warmup_iterations", "recorded_iterations"):
+        if record[name] is not None:
+            record[name] = int(record[name])
+    _derive(record)
+    for name in ("it_mean_s", "samples_per_s"):
+        value = record[name]
+        if value is not None and not math.isfinite(value):
+            table.problems.add(table.label("time_s"), f"gives an infinite {name}", [pos])
+    for group, columns in nested.items():
+        record[group] = {k: v[pos] for k, v in columns.items() if v[pos] is not None}
+    record["tags"] = {**json_tags, **record["tags"], **extra}
+    record["notes"] = []
+    return record
+
+
+def _raise_problems(problems: Problems, what: str, locator: RowLocator) -> None:
     if not problems.lines:
         return
     count = len(problems.lines)
@@ -585,7 +391,7 @@ def _raise_problems(problems: _Problems, what: str, locator: RowLocator) -> None
     raise ImportValidationError(message, list(problems.lines))
 
 
-def _check_gpus(table: _Table, gpus: list[Any], hardware: Mapping[str, list[Any]]) -> None:
+def _check_gpus(table: Table, gpus: list[Any], hardware: Mapping[str, list[Any]]) -> None:
     """Report GPU names the catalog cannot resolve, unless the row gives the figures itself.
 
     Predictions need each GPU's FP32 peak and memory bandwidth: from the catalog by name, or
@@ -631,12 +437,12 @@ def _derive(record: dict[str, Any]) -> None:
         record["samples_per_s"] = batch * iterations / time_s
 
 
-def _json_tags(table: _Table, name: str) -> list[dict[str, str]]:
+def _json_tags(table: Table, name: str) -> list[dict[str, str]]:
     """A ``tags`` column as written by ``Store.export``: one JSON object per cell."""
     out: list[dict[str, str]] = []
     bad = []
     for pos, value in enumerate(table.values(name)):
-        if _is_missing(value):
+        if is_missing(value, blank_text=False):
             out.append({})
             continue
         if isinstance(value, dict):
@@ -650,7 +456,8 @@ def _json_tags(table: _Table, name: str) -> list[dict[str, str]]:
             bad.append(pos)
             out.append({})
         else:
-            out.append({str(k): str(v) for k, v in parsed.items() if not _is_missing(v)})
+            out.append({str(k): str(v) for k, v in parsed.items()
+                        if not is_missing(v, blank_text=False)})
     if bad:
         table.problems.add(table.label(name), 'not a JSON object such as {"key": "value"}', bad,
                            table.values(name)[bad[0]])

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
-__all__ = ["Location", "is_url", "mask", "parse_location", "redact"]
-
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
 _POSTGRES = ("postgresql", "postgres")
 _SECRET_KEYS = ("password", "sslpassword")

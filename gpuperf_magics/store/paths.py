@@ -11,16 +11,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = [
-    "APP_NAME",
-    "ENV_VAR",
-    "FALLBACK_ENV_VAR",
-    "STORE_FILENAME",
-    "default_store_path",
-    "fallback_store_path",
-    "user_data_dir",
-]
-
 APP_NAME = "gpuperf_magics"
 ENV_VAR = "GPUPERF_STORE"
 FALLBACK_ENV_VAR = "GPUPERF_FALLBACK_STORE"

@@ -22,8 +22,6 @@ from gpuperf_magics.store.location import Location, redact
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
-__all__ = ["PgConnection", "connect", "ensure_schema", "kind_of", "migrate", "translate"]
-
 #: pg_advisory_xact_lock key serialising concurrent ``gpuperf migrate`` runs ("gpmg").
 _MIGRATION_LOCK = schema.APPLICATION_ID
 
@@ -171,8 +169,8 @@ def ensure_schema(conn: PgConnection, location: Location) -> None:
         )
 
 
-def migrate(location: Location, timeout: float = 30.0) -> tuple[int, int]:
-    """Create or upgrade the store's tables on the server; ``(version before, after)``.
+def migrate(location: Location, timeout: float = 30.0) -> schema.Migrated:
+    """Create or upgrade the store's tables on the server; the versions before and after.
 
     Concurrent calls are serialised by an advisory lock, so two administrators running it at
     once do not collide; a store already at the latest version is left as it is.
@@ -198,7 +196,7 @@ def migrate(location: Location, timeout: float = 30.0) -> tuple[int, int]:
         raise translate(exc, location, "migrate the store", timeout) from None
     finally:
         conn.close()
-    return before, after
+    return schema.Migrated(before, after)
 
 
 def _open(location: Location, timeout: float) -> PgConnection:

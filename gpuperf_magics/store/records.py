@@ -10,28 +10,10 @@ import hashlib
 import socket
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpuperf_magics.store.connection import chunked
 from gpuperf_magics.store.encoding import fingerprint, from_json, sql_value, to_json
-
-__all__ = [
-    "INSERT_ITERATION",
-    "ITERATION_FIELDS",
-    "JSON_COLUMNS",
-    "LATER_COLUMNS",
-    "RUN_COLUMNS",
-    "SELECT_ITERATIONS",
-    "backfill_uids",
-    "bump_revision",
-    "content_uid",
-    "hardware_id",
-    "insert_runs",
-    "parse_run",
-    "recorder",
-    "run_row",
-    "select_runs",
-    "uid_content",
-]
 
 #: Columns of the runs table written from a record, in INSERT order (``run_uid``,
 #: ``recorded_host`` and ``recorded_user`` follow them).
@@ -63,6 +45,39 @@ INSERT_ITERATION = (
 SELECT_ITERATIONS = (
     f"SELECT {', '.join(ITERATION_FIELDS)} FROM iterations WHERE run_id = ? ORDER BY idx"
 )
+
+
+class IterationRow(NamedTuple):
+    """One row of the ``iterations`` table: ``run_id`` then :data:`ITERATION_FIELDS`.
+
+    ``phases`` is the stored JSON text as read, or the dict it holds (None when the iteration
+    was not split into phases) once parsed.
+    """
+
+    run_id: int
+    idx: int
+    duration_s: float
+    samples: int | None
+    warmup: bool
+    skipped_step: bool
+    micro_batches: int | None
+    phases: Any
+
+
+class Inserted(NamedTuple):
+    """What :func:`insert_runs` did with one record: its id, and whether it is new."""
+
+    run_id: int
+    new: bool
+
+
+class Recorder(NamedTuple):
+    """Who records runs in this process: the machine, and the login name on it."""
+
+    host: str
+    user: str
+
+
 #: Columns of ``SELECT ... FROM runs AS r``: the frame's name -> SQL expression.
 RUN_SELECT = {
     "run_id": "r.id", "network": "r.network", "batch_size": "r.batch_size",
@@ -97,15 +112,15 @@ def bump_revision(conn: Any) -> None:
 
 
 @lru_cache(maxsize=1)
-def recorder() -> tuple[str, str]:
-    """(host, user) that records runs in this process: who to ask about a run later."""
+def recorder() -> Recorder:
+    """Host and user that record runs in this process: who to ask about a run later."""
     try:
         user = getpass.getuser()
     except Exception:  # no login name (a container without a passwd entry)
         import os
 
         user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
-    return socket.gethostname(), user
+    return Recorder(socket.gethostname(), user)
 
 
 def hardware_id(conn: Any, hardware: dict[str, Any] | str | None) -> int | None:
@@ -212,11 +227,11 @@ def insert_runs(
     *,
     uids: Sequence[str | None] | None = None,
     who: Sequence[tuple[str | None, str | None]] | None = None,
-) -> list[tuple[int, bool]]:
-    """Insert run records with their iterations; ``(run id, inserted)`` per record.
+) -> list[Inserted]:
+    """Insert run records with their iterations; ``Inserted(run_id, new)`` per record.
 
     A record whose ``run_uid`` is already in the store is not inserted again: its existing id
-    comes back with ``inserted=False`` (a second sync, or two machines syncing one run).
+    comes back with ``new=False`` (a second sync, or two machines syncing one run).
 
     Parameters
     ----------
@@ -251,7 +266,8 @@ def insert_runs(
         # RETURNING gives the id without a second query (SQLite >= 3.35, PostgreSQL).
         found = conn.execute(INSERT_RUN + " ON CONFLICT (run_uid) DO NOTHING RETURNING id",
                              rows[0]).fetchone()
-        out = [(int(found[0]), True) if found else (_id_of_uid(conn, rows[0][-3]), False)]
+        out = [Inserted(int(found[0]), True) if found
+               else Inserted(_id_of_uid(conn, rows[0][-3]), False)]
     else:
         # Runs already there are left out first; a run another process inserts meanwhile
         # makes the batch fail on the unique uid and the caller's retry skips it then.
@@ -260,10 +276,10 @@ def insert_runs(
         if fresh:
             _insert_many(conn, "runs", WRITTEN_COLUMNS, fresh)
         ids = {**existing, **_ids_of_uids(conn, [r[-3] for r in fresh])}
-        out = [(ids[r[-3]], r[-3] not in existing) for r in rows]
+        out = [Inserted(ids[r[-3]], r[-3] not in existing) for r in rows]
     its = [
         (run_id, *it)
-        for (run_id, inserted), run_its in zip(out, iterations, strict=True) if inserted
+        for (run_id, new), run_its in zip(out, iterations, strict=True) if new
         for it in run_its
     ]
     if its:
@@ -290,9 +306,7 @@ def _ids_of_uids(conn: Any, uids: list[str]) -> dict[str, int]:
         return {u: int(i) for u, i in conn.execute(
             "SELECT run_uid, id FROM runs WHERE run_uid = ANY(?)", (list(uids),))}
     out: dict[str, int] = {}
-    step = 900
-    for start in range(0, len(uids), step):
-        chunk = uids[start:start + step]
+    for chunk in chunked(uids):
         marks = ", ".join("?" * len(chunk))
         out.update({u: int(i) for u, i in conn.execute(
             f"SELECT run_uid, id FROM runs WHERE run_uid IN ({marks})", chunk)})

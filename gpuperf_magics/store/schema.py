@@ -19,7 +19,7 @@ Adding a column
 ---------------
 A new key of a run (``world_size``, ``global_batch_size`` ...) needs no migration: the nested
 groups (hardware, arch, hyper, quality) are JSON, so one line in
-:mod:`gpuperf_magics.store.columns` (e.g. ``"world_size": "int"`` in ``_HYPER``) makes it a
+:mod:`gpuperf_magics.columns` (e.g. ``world_size:int`` in the ``quality`` rows) makes it a
 canonical, typed column of every frame, export and import. A new flat SQL column of ``runs``
 takes one ``Migration`` below (``add_column(...)``) and its name in ``records.RUN_COLUMNS``.
 """
@@ -29,24 +29,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuperf_magics._version import __version__
-
-__all__ = [
-    "APPLICATION",
-    "APPLICATION_ID",
-    "MIGRATIONS",
-    "POSTGRES",
-    "REQUIRED_TABLES",
-    "SQLITE",
-    "Col",
-    "Dialect",
-    "Migration",
-    "Table",
-    "latest_version",
-    "migrate",
-]
 
 #: ``PRAGMA application_id`` of store files: the bytes "gpmg".
 APPLICATION_ID = int.from_bytes(b"gpmg", "big")
@@ -105,6 +90,13 @@ class Table:
         body = ",\n    ".join([c.ddl(dialect) for c in self.columns] + list(self.extra))
         tail = " WITHOUT ROWID" if self.sqlite_without_rowid and dialect is SQLITE else ""
         return f"CREATE TABLE {self.name} (\n    {body}\n){tail}"
+
+
+class Migrated(NamedTuple):
+    """Schema versions of a store before and after :meth:`Store.migrate`."""
+
+    before: int
+    after: int
 
 
 @dataclass(frozen=True)

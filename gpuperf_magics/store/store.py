@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
 import os
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
-from gpuperf_magics.store.columns import KINDS, group_of
-from gpuperf_magics.store.connection import translate
+from gpuperf_magics.store.connection import chunked, translate
 from gpuperf_magics.store.encoding import (
     format_timestamp,
     from_json,
@@ -34,10 +32,18 @@ from gpuperf_magics.store.paths import (
     default_store_path,
     fallback_store_path,
 )
+from gpuperf_magics.store.queries import (
+    column_list,
+    filter_frame,
+    run_ids,
+    runs_query,
+    select_columns,
+)
 from gpuperf_magics.store.records import (
     ITERATION_FIELDS,
     RUN_SELECT,
     SELECT_ITERATIONS,
+    IterationRow,
     bump_revision,
     insert_runs,
     parse_run,
@@ -48,57 +54,25 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from gpuperf_magics.run import Run
+    from gpuperf_magics.store.schema import Migrated
     from gpuperf_magics.store.sync import SyncResult
 
-__all__ = ["Store"]
+__all__ = ["Store", "StoreToken"]
 
 T = TypeVar("T")
 
-#: Columns of ``runs()`` read straight from the runs table (filtered in SQL).
-_FLAT = frozenset(n for n in RUN_SELECT if n not in (
-    "hardware_id", "arch", "hyper", "quality", "tags", "features", "notes"))
-_GROUP_COLUMNS = {"hardware": "hardware", "arch": "arch", "hyper": "hyper",
-                  "quality": "quality", "tags": "tags"}
+
+class StoreToken(NamedTuple):
+    """What :meth:`Store.token` tells apart: a store made again restarts its revision, but
+    not at the time it was first created."""
+
+    created_at: str
+    revision: int
+
+
 #: Masked display -> full URL of the server stores opened in this process, so that a run's
 #: ``store_path`` (masked) still finds its store for ``run.save()``; memory only.
 _OPENED: dict[str, str] = {}
-
-
-def _as_list(name: str, value: Any) -> list[Any]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        return [value]
-    values = list(value)
-    if any(isinstance(v, (list, tuple, set, dict)) for v in values):
-        raise TypeError(f"{name}= takes a value or a list of values, not {value!r}")
-    return values
-
-
-def _since(value: Any) -> str:
-    """Lower bound for ``created_at`` from a datetime, date, ISO string or timedelta."""
-    if isinstance(value, timedelta):
-        return format_timestamp(datetime.now(timezone.utc) - value)
-    if not isinstance(value, (datetime, date, str)) and not hasattr(value, "to_pydatetime"):
-        raise TypeError(f"since= takes a datetime, date, ISO-8601 string or timedelta, not "
-                        f"{type(value).__name__}")
-    try:
-        return format_timestamp(parse_timestamp(value, naive="local"))
-    except ValueError:
-        raise ValueError(f"since={value!r} is not an ISO-8601 date or time, e.g. "
-                         "'2024-05-01' or '2024-05-01T14:30'") from None
-
-
-def _run_ids(run_id: Any) -> list[int]:
-    values = run_id if isinstance(run_id, Iterable) and not isinstance(run_id, str) else [run_id]
-    try:
-        return [operator.index(v) for v in values]
-    except TypeError:
-        raise TypeError(f"run ids are integers (column run_id of Store.runs()), not "
-                        f"{run_id!r}") from None
-
-
-def _chunks(values: Sequence[T], size: int) -> Iterable[Sequence[T]]:
-    for start in range(0, len(values), size):
-        yield values[start:start + size]
 
 
 class Store:
@@ -294,10 +268,10 @@ class Store:
                 "SELECT 1 FROM runs WHERE id = ?", (previous,)
             ).fetchone():
                 return previous
-            ((run_id, inserted),) = insert_runs(conn, [record], [iterations])
-            if inserted:
+            (inserted,) = insert_runs(conn, [record], [iterations])
+            if inserted.new:
                 bump_revision(conn)
-            return run_id
+            return inserted.run_id
 
         try:
             run_id = self._execute(work, write=True, action="save the run")
@@ -340,7 +314,7 @@ class Store:
         RunNotFoundError
             (a ``KeyError``) when an id is not in the store; nothing is deleted then.
         """
-        ids = _run_ids(run_id)
+        ids = run_ids(run_id)
 
         def work(conn: Any) -> None:
             for one in ids:
@@ -467,19 +441,19 @@ class Store:
             from gpuperf_magics.store.records import recorder
 
             mine = recorder()
-            who_arg = [(h or mine[0], u or mine[1]) if (h or u) else mine for h, u in who]
+            who_arg = [(h or mine.host, u or mine.user) if (h or u) else mine for h, u in who]
 
         def work(conn: Any) -> list[int]:
             out = insert_runs(conn, records, uids=uids, who=who_arg)
-            if any(inserted for _, inserted in out):
+            if any(inserted.new for inserted in out):
                 bump_revision(conn)
             return [run_id for run_id, _ in out]
 
         return self._execute(work, write=True, action=f"import {name}")
 
     # ------------------------------------------------------------------ server
-    def migrate(self) -> tuple[int, int]:
-        """Create or upgrade the store's schema; ``(version before, version after)``.
+    def migrate(self) -> Migrated:
+        """Create or upgrade the store's schema; ``Migrated(before, after)``: the versions.
 
         A server store is only ever upgraded by this call (``gpuperf migrate URL``), run by
         a role that may create and alter tables. An SQLite file upgrades itself when opened,
@@ -509,25 +483,26 @@ class Store:
             finally:
                 conn.close()
         self._execute(lambda conn: None, write=True, action="migrate the store")
-        return before, schema.latest_version()
+        return schema.Migrated(before, schema.latest_version())
 
     # ------------------------------------------------------------------ reading
-    def token(self) -> tuple[str, int]:
-        """``(created_at, revision)``: tells a re-created store from the one a cache saw.
+    def token(self) -> StoreToken:
+        """``StoreToken(created_at, revision)``: tells a re-created store from the one a cache
+        saw.
 
         :meth:`revision` restarts when a store file is deleted and made again; the time the
         file was created does not.
         """
 
-        def work(conn: Any) -> tuple[str, int]:
+        def work(conn: Any) -> StoreToken:
             rows = dict(conn.execute(
                 "SELECT key, value FROM meta WHERE key IN ('created_at', 'revision')"
             ).fetchall())
-            return str(rows.get("created_at", "")), self._revision_value(rows.get("revision"))
+            return StoreToken(str(rows.get("created_at", "")),
+                              self._revision_value(rows.get("revision")))
 
-        return self._execute(
-            work, write=False, action="read the store", missing=lambda: ("", 0), snapshot=False
-        )
+        return self._execute(work, write=False, action="read the store",
+                             missing=lambda: StoreToken("", 0), snapshot=False)
 
     def _revision_value(self, value: Any) -> int:
         try:
@@ -609,136 +584,25 @@ class Store:
         """
         from gpuperf_magics.store.frame import CorruptRow, build_runs_frame
 
-        if columns is not None:
-            if isinstance(columns, str):
-                columns = [columns]
-            columns = list(columns)
-            if not columns or not all(isinstance(c, str) for c in columns):
-                raise ValueError(f"columns= takes a list of column names, not {columns!r}")
-        clauses: list[str] = []
-        params: list[Any] = []
-        for name, value in (("network", network), ("status", status), ("gpu", gpu),
-                            ("source", source)):
-            if value is not None:
-                self._where(clauses, params, name, _as_list(name, value))
-        if since is not None:
-            clauses.append("r.created_at >= ?")
-            params.append(_since(since))
-        later: dict[str, Any] = {}
-        for name, value in where.items():
-            if name in _FLAT:
-                listed = list(value) if isinstance(value, (list, tuple, set, frozenset)) \
-                    else [value]
-                self._where(clauses, params, name, listed)
-            else:
-                later[name] = value
-        tag_items = {str(k): str(v) for k, v in (tags or {}).items()}
-        tag_clause = ("json_extract(r.tags, ?) = ?" if self.kind == "sqlite"
-                      else "(CAST(r.tags AS jsonb) ->> ?) = ?")
-        for key, value in tag_items.items():
-            clauses.append(tag_clause)
-            path = '$."' + key.replace('"', '\\"') + '"'
-            params.extend([path if self.kind == "sqlite" else key, value])
-
-        groups = self._groups_needed(columns, later)
-        flat = ["run_id", *sorted(c for c in _FLAT if c != "run_id")] if columns is None \
-            else ["run_id", *[c for c in columns if c in _FLAT and c != "run_id"]]
-        names = [*flat, *(g for g in groups if g in RUN_SELECT)]
-        if "hardware" in groups:
-            names.append("hardware")
-        sql = select_runs(names) + (" WHERE " + " AND ".join(clauses) if clauses else "") \
-            + " ORDER BY r.id"
+        columns = column_list(columns)
+        query = runs_query(self.kind, network=network, status=status, gpu=gpu, source=source,
+                           tags=tags, since=since, columns=columns, where=where)
 
         def work(conn: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-            cursor = conn.execute(sql, params)
+            cursor = conn.execute(query.sql, query.params)
             return [d[0] for d in cursor.description], cursor.fetchall()
 
         got, rows = self._execute(work, write=False, action="read runs",
-                                  missing=lambda: (names, []), snapshot=False)
+                                  missing=lambda: (query.names, []), snapshot=False)
         data = list(zip(*rows, strict=True)) if rows else [()] * len(got)
         by_name = {name: list(values) for name, values in zip(got, data, strict=True)}
-        nested = {g: by_name.pop(g) for g in (*groups, "hardware") if g in by_name}
+        nested = {g: by_name.pop(g) for g in (*query.groups, "hardware") if g in by_name}
         try:
             frame = build_runs_frame(by_name, nested)
         except CorruptRow as exc:
             raise self._corrupt(exc) from None
-        frame = self._filter_frame(frame, later)
-        if columns is None:
-            return frame
-        return self._select(frame, columns)
-
-    def _where(self, clauses: list[str], params: list[Any], name: str,
-               values: list[Any]) -> None:
-        column = RUN_SELECT[name]
-        present = [sql_value(v) for v in values if v is not None]
-        parts = []
-        if present:
-            parts.append(f"{column} IN ({', '.join('?' * len(present))})")
-            params.extend(present)
-        if len(present) < len(values):
-            parts.append(f"{column} IS NULL")
-        clauses.append("(" + " OR ".join(parts) + ")" if parts else "1 = 0")
-
-    @staticmethod
-    def _groups_needed(columns: Sequence[str] | None, later: Mapping[str, Any]) -> list[str]:
-        every = ["hardware", "arch", "hyper", "quality", "tags", "features"]
-        if columns is None:
-            return every
-        needed = set()
-        for name in [*columns, *later]:
-            if name in _FLAT:
-                continue
-            group = group_of(name)
-            if group in _GROUP_COLUMNS:
-                needed.add(_GROUP_COLUMNS[group])
-            else:  # a feature, an extra key of a group, or a prefixed collision
-                return every
-        return [g for g in every if g in needed]
-
-    @staticmethod
-    def _filter_frame(frame: pd.DataFrame, later: Mapping[str, Any]) -> pd.DataFrame:
-        import pandas as pd
-
-        if not later:
-            return frame
-        keep = pd.Series(True, index=frame.index)
-        for name, value in later.items():
-            if name not in frame.columns:
-                if frame.empty:
-                    return frame
-                raise ValueError(
-                    f"runs() cannot filter on {name!r}: no such column. Columns: "
-                    f"{', '.join(map(str, frame.columns))}"
-                )
-            column = frame[name]
-            if value is None:
-                match = column.isna()
-            elif isinstance(value, (list, tuple, set, frozenset)):
-                match = column.isin(list(value))
-            else:
-                match = column == value
-            keep &= match.fillna(False).astype(bool)
-        return frame[keep.to_numpy()].reset_index(drop=True)
-
-    @staticmethod
-    def _select(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-        import numpy as np
-
-        from gpuperf_magics.store.frame import _spread
-
-        unknown = [c for c in columns if c not in frame.columns and c not in KINDS]
-        if unknown and not frame.empty:
-            raise ValueError(
-                f"runs() has no column {', '.join(map(repr, unknown))}. Columns: "
-                f"{', '.join(map(str, frame.columns))}"
-            )
-        for name in columns:
-            if name not in frame.columns:
-                frame[name] = _spread(name, [], np.full(len(frame), -1), KINDS.get(name))
-        out = frame[columns]
-        out.attrs = {"feature_columns": [c for c in frame.attrs.get("feature_columns", [])
-                                         if c in columns]}
-        return out
+        frame = filter_frame(frame, query.later)
+        return frame if columns is None else select_columns(frame, columns)
 
     def iterations(self, run_id: int | Iterable[int]) -> pd.DataFrame:
         """Every recorded iteration of one run (or of several, in one query), warm-up included.
@@ -762,28 +626,29 @@ class Store:
         """
         from gpuperf_magics.store.frame import iterations_frame
 
-        ids = _run_ids(run_id)
+        ids = run_ids(run_id)
         return iterations_frame(self._read_iterations(ids))
 
-    def _read_iterations(self, run_ids: list[int]) -> list[tuple[Any, ...]]:
+    def _read_iterations(self, run_ids: list[int]) -> list[IterationRow]:
         wanted = sorted(set(run_ids))
 
-        def work(conn: Any) -> list[tuple[Any, ...]]:
+        def work(conn: Any) -> list[IterationRow]:
             found: set[int] = set()
             rows: list[tuple[Any, ...]] = []
-            for chunk in _chunks(wanted, 900):
+            for chunk in chunked(wanted):
                 marks = ", ".join("?" * len(chunk))
                 found.update(int(i) for (i,) in conn.execute(
-                    f"SELECT id FROM runs WHERE id IN ({marks})", list(chunk)))
+                    f"SELECT id FROM runs WHERE id IN ({marks})", chunk))
                 rows.extend(conn.execute(
                     f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
-                    f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", list(chunk)))
+                    f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", chunk))
             absent = [i for i in run_ids if i not in found]
             if absent:
                 raise RunNotFoundError(absent[0], self._shown)
-            return [(*row[:7], self._phases(row[0], row[7])) for row in rows]
+            return [row._replace(phases=self._phases(row.run_id, row.phases))
+                    for row in map(IterationRow._make, rows)]
 
-        def nothing() -> list[tuple[Any, ...]]:
+        def nothing() -> list[IterationRow]:
             raise RunNotFoundError(run_ids[0], self._shown)
 
         if not run_ids:
@@ -816,9 +681,9 @@ class Store:
         from gpuperf_magics.run import IterationRecord, Run
         from gpuperf_magics.store.frame import CorruptRow
 
-        (one,) = _run_ids(run_id)
+        (one,) = run_ids(run_id)
 
-        def work(conn: Any) -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        def work(conn: Any) -> tuple[dict[str, Any], list[IterationRow]]:
             cursor = conn.execute(select_runs([*RUN_SELECT, "hardware"]) + " WHERE r.id = ?",
                                   (one,))
             row = cursor.fetchone()
@@ -828,9 +693,10 @@ class Store:
                 record = parse_run([d[0] for d in cursor.description], row)
             except ValueError as exc:
                 raise CorruptRow(str(exc)) from None
-            return record, conn.execute(SELECT_ITERATIONS, (one,)).fetchall()
+            its = [IterationRow(one, *row) for row in conn.execute(SELECT_ITERATIONS, (one,))]
+            return record, its
 
-        def nothing() -> tuple[dict[str, Any], list[tuple[Any, ...]]]:
+        def nothing() -> tuple[dict[str, Any], list[IterationRow]]:
             raise RunNotFoundError(one, self._shown)
 
         record, rows = self._execute(work, write=False, action="read a run", missing=nothing)
@@ -840,15 +706,15 @@ class Store:
                 status=record["status"],
                 iterations=[
                     IterationRecord(
-                        index=idx,
-                        duration_s=float(duration),
-                        samples=samples,
-                        warmup=bool(warmup),
-                        phases=self._phases(one, phases),
-                        skipped_step=bool(skipped),
-                        micro_batches=micro,
+                        index=it.idx,
+                        duration_s=float(it.duration_s),
+                        samples=it.samples,
+                        warmup=bool(it.warmup),
+                        phases=self._phases(one, it.phases),
+                        skipped_step=bool(it.skipped_step),
+                        micro_batches=it.micro_batches,
                     )
-                    for idx, duration, samples, warmup, skipped, micro, phases in rows
+                    for it in rows
                 ],
                 batch_size=record["batch_size"],
                 device=record["device"] or ("cuda" if record["gpu"] else "cpu"),

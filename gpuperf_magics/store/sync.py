@@ -11,18 +11,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics.store.connection import chunked
 from gpuperf_magics.store.records import (
     ITERATION_FIELDS,
     RUN_COLUMNS,
+    IterationRow,
     bump_revision,
     insert_runs,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.store.store import Store
-
-__all__ = ["SyncResult", "sync"]
-
 
 @dataclass(frozen=True)
 class SyncResult:
@@ -97,8 +96,7 @@ def _read(source: Store, ids: list[int]) -> tuple[list[dict[str, Any]], list[lis
     def work(conn: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         runs: list[tuple[Any, ...]] = []
         its: list[tuple[Any, ...]] = []
-        for start in range(0, len(ids), 900):  # SQLite's limit of bound values
-            chunk = ids[start:start + 900]
+        for chunk in chunked(ids):
             marks = ", ".join("?" * len(chunk))
             runs += conn.execute(
                 f"SELECT r.id, {', '.join('r.' + n for n in names)}, h.info, r.run_uid, "
@@ -113,8 +111,8 @@ def _read(source: Store, ids: list[int]) -> tuple[list[dict[str, Any]], list[lis
 
     runs, its = source._execute(work, write=False, action="read runs to sync")
     by_run: dict[int, list[Any]] = {}
-    for run_id, *values in its:
-        by_run.setdefault(int(run_id), []).append(tuple(values))
+    for row in map(IterationRow._make, its):
+        by_run.setdefault(int(row.run_id), []).append(row[1:])  # as insert_runs takes them
     records, iterations, uids, who = [], [], [], []
     for run_id, *values in runs:
         record = dict(zip(names, values[:len(names)], strict=True))

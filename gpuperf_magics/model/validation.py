@@ -1,0 +1,296 @@
+"""Validation of the default model's local routes on the user's own data.
+
+Every kind of move (a repeat, a batch size inside or beyond the measured ones, another value
+of a feature, another GPU, a chain of two moves) is validated by leaving configurations out
+and predicting them with every candidate method; :func:`choose` keeps the candidate with the
+lowest validated error and the residuals that set its intervals. Where too few moves of a kind
+could be validated, the public figures (``MEASURED_MAPE``, the shipped GPU move) stand in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpuperf_magics.model.estimator import MEASURED_MAPE
+from gpuperf_magics.model.gpu_move import GpuMove
+from gpuperf_magics.model.inputs import Prepared
+from gpuperf_magics.model.local import (
+    SeriesIndex,
+    axis_routes,
+    candidates,
+    family,
+    reach,
+    route,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.model.default import DefaultModel, _Local
+
+#: Validated moves of one kind below which the public figures stand in for the user's own.
+MIN_TASKS = 6
+#: Configurations validated per network at most (a random subset beyond: validation stays
+#: linear in the configurations).
+MAX_VALIDATED = 800
+#: Configurations per network between which the cross-series model is validated by refits
+#: (below: too few to learn it or to validate it on; above: each refit costs too much). It is
+#: also only validated where the network has series to learn from: at least
+#: :data:`SERIES_PER_GPU` configurations per GPU on average (one batch per GPU, as in
+#: benchmark tables, gives it nothing a GPU move does not have).
+MIN_REFIT, MAX_REFIT, SERIES_PER_GPU = 10, 400, 3
+#: Configurations per held-out axis value whose chains are validated, at most.
+CHAIN_TASKS = 50
+#: Groups of GPUs held out in turn to validate the cross-series model's GPU moves.
+GPU_FOLDS = 3
+#: The method each kind of move uses before validation says otherwise.
+DEFAULT_METHOD = {"repeat": "lin", "batch:inside": "lin", "batch:beyond": "lin",
+                  "batch:single": "lin",
+                  "feature:inside": "line", "feature:beyond": "line", "gpu": "learnt",
+                  "transfer": "learnt",
+                  "chain:batch:inside": "lin", "chain:batch:beyond": "lin",
+                  "chain:batch:single": "lin", "chain:feature:inside": "line",
+                  "chain:feature:beyond": "line", "chain:feature:single": "lin"}
+#: Public figure (MEASURED_MAPE's kind) standing in for each kind of move.
+PRIOR_KIND = {"repeat": "interpolation", "batch:inside": "interpolation",
+              "feature:inside": "interpolation", "batch:beyond": "extrapolation",
+              "feature:beyond": "extrapolation", "batch:single": "extrapolation",
+              "gpu": "transfer", "transfer": "transfer",
+              **{f"chain:{a}:{p}": "extrapolation" for a in ("batch", "feature")
+                 for p in ("inside", "beyond", "single")}}
+
+
+@dataclass
+class Move:
+    """The chosen method of one kind of move and its validated log residuals."""
+
+    method: str
+    logres: np.ndarray  # sorted log(actual / predicted) of the chosen method
+    errors: dict[str, float] = field(default_factory=dict)  # MAPE of every candidate
+    prior_mape: float | None = None  # too few validated moves: the public figure
+    reach: float = 1.0  # median reach of the validated moves beyond a series (local.reach)
+
+    @property
+    def prior(self) -> bool:
+        return self.prior_mape is not None
+
+    @property
+    def mape(self) -> float:
+        if self.prior_mape is not None:
+            return self.prior_mape
+        return float(np.mean(np.abs(np.exp(-self.logres) - 1)))
+
+
+def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
+              ) -> dict[str, list[dict[str, float]]]:
+    """Log residuals of every candidate, per kind of move, on the user's own data.
+
+    Local and naive candidates: each configuration left out in turn (and each GPU, for
+    GPU moves). The cross-series model (``global``) is refitted without the held-out GPU
+    (GPU moves) or without a third of the configurations (other moves; only up to
+    :data:`MAX_REFIT` configurations, as each refit costs a fit).
+    """
+    index = local.index
+    rng = np.random.default_rng(model.random_state)
+    tasks: dict[str, list[dict[str, float]]] = {}
+    subs = {k: DEFAULT_METHOD[k] for k in DEFAULT_METHOD}
+
+    # The cross-series model's held-out predictions, keyed by (configuration, axis): an
+    # axis move is validated by a refit without every configuration of the held-out value
+    # on that axis (a depth never measured is never seen in another configuration either);
+    # axis -1: GPU moves, refitted without the held-out GPUs.
+    global_pred: dict[tuple[int, int], float] = {}
+
+    def add(c: int, allowed: np.ndarray, every_axis: bool = False) -> None:
+        r = route(index, index.values[c], index.hw[c], allowed)
+        if every_axis:  # each axis that reaches the configuration is a move to validate
+            for other in axis_routes(index, index.values[c], index.hw[c], allowed):
+                if other.key != r.key:
+                    score(c, other)
+        if r.kind != "none":
+            score(c, r)
+
+    def score(c: int, r: Any) -> None:
+        its = float(index.its[c])
+        preds = candidates(index, r, index.values[c], index.hw[c], index.naive_peak[c],
+                           local.move, subs, its)
+        key = (c, r.axis if r.kind in ("axis", "chain") else -1)
+        if key in global_pred and r.kind in ("axis", "gpu", "chain"):
+            preds["global"] = global_pred[key]
+        actual = float(index.per_job(np.array([c]), its)[0])
+        task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
+        task["_reach"] = reach(index, r, index.values[c])
+        tasks.setdefault(r.key, []).append(task)
+
+    everyone = np.ones(index.n, dtype=bool)
+    picked = np.arange(index.n)
+    if index.n > MAX_VALIDATED:
+        picked = np.sort(rng.choice(index.n, MAX_VALIDATED, replace=False))
+    refits = (MIN_REFIT <= index.n <= MAX_REFIT
+              and index.n >= SERIES_PER_GPU * len(index.hw_table))
+    chained: list[tuple[int, np.ndarray]] = []
+    in_picked = np.zeros(index.n, dtype=bool)
+    in_picked[picked] = True
+    for j in index.axes:
+        values = np.unique(index.values[:, j])
+        if len(values) < 2:
+            continue
+        # The two ends and two interior values: beyond and inside moves.
+        held = sorted({values[0], values[-1], values[len(values) // 3],
+                       values[(2 * len(values)) // 3]})
+        for value in held:
+            out_of = np.flatnonzero(index.values[:, j] == value)
+            if refits and len(values) >= 3:
+                for held_c, p in _refit(model, index, medians, out_of).items():
+                    global_pred[(held_c, j)] = p
+            # A value no configuration keeps: what only a chain (two moves) reaches.
+            allowed = np.ones(index.n, dtype=bool)
+            allowed[out_of] = False
+            chained.extend((int(c), allowed) for c in out_of[in_picked[out_of]][:CHAIN_TASKS])
+    for pick in picked:
+        allowed = everyone.copy()
+        allowed[pick] = False
+        add(int(pick), allowed, every_axis=True)
+    for c, allowed in chained:
+        r = route(index, index.values[c], index.hw[c], allowed)
+        if r.kind == "chain":
+            score(c, r)
+    if index.hw.shape[1]:
+        _gpu_moves(model, index, medians, rng, refits, global_pred, add)
+    _repeat_tasks(index, tasks)
+    return tasks
+
+
+def _refit(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
+           held: np.ndarray) -> dict[int, float]:
+    """Per-iteration predictions of the held-out configurations by a refit.
+
+    Refits the cross-series model of this network on the prepared configuration medians (no
+    second pass over the table), without the held-out configurations.
+    """
+    net, prep_agg, agg_y, own, agg_row = medians
+    agg_config = index.config_of_row[agg_row]
+    keep = ~np.isin(agg_config, held)
+    if keep.sum() < 2 or (~keep).sum() == 0:
+        return {}
+    advice = list(model.advice_)
+    try:
+        fit = model._fit_network(net, prep_agg, own[keep], agg_y[own[keep]])
+        test = own[~keep]
+        out = {k: np.zeros(len(test)) for k in
+               ("time_s", "time_low_s", "time_high_s", "per_iteration_s",
+                "expected_mape")}
+        out.update(kind=np.empty(len(test), dtype=object),
+                   detail=np.empty(len(test), dtype=object))
+        model._predict_network(fit, subset(prep_agg, test), np.arange(len(test)),
+                           model.coverage, out)
+    except (ValueError, np.linalg.LinAlgError):
+        return {}
+    finally:
+        model.advice_ = advice
+    pred, its = out["time_s"], prep_agg.iterations[test]
+    result: dict[int, float] = {}
+    for c, p, n in zip(agg_config[~keep], pred, its, strict=True):
+        # Seconds per iteration at the configuration's median iteration count.
+        at = float(index.its[c])
+        per_it = max(p - index.setup[c], 1e-3 * p) / n
+        result.setdefault(int(c), per_it + index.setup[c] / at)
+    return result
+
+
+def _gpu_moves(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
+               rng: np.random.Generator, refits: bool,
+               global_pred: dict[tuple[int, int], float], add: Any) -> None:
+    """GPU moves: each group of GPUs held out in turn (the cross-series model refitted
+    without it), every configuration of each of its GPUs predicted from the others."""
+    _, gpu_of = np.unique(np.round(index.hw, 6), axis=0, return_inverse=True)
+    gpu_of = gpu_of.reshape(-1)
+    if gpu_of.max() > 0:
+        n_gpus = int(gpu_of.max()) + 1
+        per_gpu = max(1, MAX_VALIDATED // n_gpus)
+        # The cross-series model is refitted per group of GPUs (at most GPU_FOLDS).
+        group_of = rng.permutation(n_gpus) % min(n_gpus, GPU_FOLDS)
+        for k in range(min(n_gpus, GPU_FOLDS)):
+            out_of = np.flatnonzero(group_of[gpu_of] == k)
+            if refits:
+                for held_c, p in _refit(model, index, medians, out_of).items():
+                    global_pred[(held_c, -1)] = p
+            for g in np.flatnonzero(group_of == k):
+                _gpu_tasks(index, gpu_of, int(g), per_gpu, rng, add)
+
+
+def _repeat_tasks(index: SeriesIndex, tasks: dict[str, list[dict[str, float]]]) -> None:
+    """Repeats: each run against the median of its configuration's other runs."""
+    groups = index.config_of_row
+    repeated = np.flatnonzero(index.count > 1)
+    for c in repeated[:MAX_VALIDATED]:
+        times = index.per_it_row[groups == c]
+        for i in range(len(times)):
+            tasks.setdefault("repeat", []).append(
+                {"lin": float(np.log(times[i] / np.median(np.delete(times, i))))})
+
+
+def _gpu_tasks(index: SeriesIndex, gpu_of: np.ndarray, g: int, per_gpu: int,
+               rng: np.random.Generator, add: Any) -> None:
+    """Every configuration of GPU ``g`` predicted from the other GPUs only."""
+    mine = np.flatnonzero(gpu_of == g)
+    if len(mine) > per_gpu:
+        mine = np.sort(rng.choice(mine, per_gpu, replace=False))
+    for c in mine:
+        add(int(c), gpu_of != g)
+
+def choose(key: str, entries: list[dict[str, float]], move: GpuMove) -> Move:
+    """The candidate with the lowest validated MAPE for one kind of move."""
+    methods = sorted({m for e in entries for m in e if not m.startswith("_")})
+    errors: dict[str, float] = {}
+    for m in methods:
+        # Compare on the moves every candidate answered, so that a method that only
+        # answers the easy ones (the plain ratio needs the exact configuration) is not
+        # favoured by that alone.
+        common = [e for e in entries if all(k in e for k in methods)] or entries
+        res = np.array([e[m] for e in common if m in e])
+        if len(res):
+            errors[m] = float(np.mean(np.abs(np.exp(-res) - 1)))
+    enough = len(entries) >= MIN_TASKS and errors
+    method = DEFAULT_METHOD.get(family(key), "lin")
+    if enough:
+        # Prefer the default method unless another is clearly better (beyond noise).
+        best = min(errors, key=errors.__getitem__)
+        if method not in errors or errors[best] < 0.97 * errors[method]:
+            method = best
+    own = np.sort([e[method] for e in entries if method in e])
+    if enough and len(own) >= MIN_TASKS:
+        reaches = [e["_reach"] for e in entries if method in e and e.get("_reach", 0) > 0]
+        return Move(method, own, errors,
+                     reach=float(np.median(reaches)) if reaches else 1.0)
+    logres, mape = _prior(key, move)
+    return Move(method, logres, errors, prior_mape=mape)
+
+
+def subset(prep: Prepared, rows: np.ndarray) -> Prepared:
+    """The prepared rows ``rows`` (no second pass over the table)."""
+    def pick(a: np.ndarray | None) -> np.ndarray | None:
+        return None if a is None else a[rows]
+
+    return Prepared(prep.features.iloc[rows].reset_index(drop=True), prep.iterations[rows],
+                    pick(prep.network), prep.hardware_label[rows], pick(prep.architecture),
+                    pick(prep.naive_peak))
+
+
+def _prior(key: str, move: GpuMove) -> tuple[np.ndarray, float]:
+    """Residuals and MAPE standing in when too few moves of a kind could be validated.
+
+    GPU moves: the held-out 10th-90th percentile range and MAPE of the shipped move on public
+    data (the plain ratio's public figure when nothing was learnt); other kinds: the public
+    figure of that kind (``MEASURED_MAPE``) as a Laplace spread in log time.
+    """
+    if key in ("gpu", "transfer"):
+        if move.n_pairs == 0:
+            mape = MEASURED_MAPE["transfer"]
+            return np.linspace(-1.28 * mape, 1.28 * mape, 11), mape
+        return np.linspace(move.q_lo, move.q_hi, 11), move.mape
+    mape = MEASURED_MAPE[PRIOR_KIND.get(family(key), "extrapolation")]
+    p = np.linspace(0.05, 0.95, 19)
+    spread = np.where(p < 0.5, mape * np.log(2 * p), -mape * np.log(2 * (1 - p)))
+    return np.sort(spread), mape
