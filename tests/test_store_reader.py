@@ -1,0 +1,33 @@
+"""Tests of gpuperf_magics.store.reader: opening a store for reading."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import make_run
+
+from gpuperf_magics.store import Store, StoreError, StoreNotFoundError
+
+
+def test_a_store_that_must_exist_names_a_missing_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    typo = tmp_path / "typo.sqlite"
+    with pytest.raises(StoreNotFoundError, match=r"no store at .*typo\.sqlite: the file does "
+                       r"not exist; check the path") as caught:
+        Store(typo, must_exist=True)
+    assert caught.value.path == str(typo) and isinstance(caught.value, StoreError)
+    assert not typo.exists()
+    monkeypatch.setenv("GPUPERF_STORE", str(typo))
+    with pytest.raises(StoreNotFoundError, match=r"\(from \$GPUPERF_STORE\)"):
+        Store(must_exist=True)
+    monkeypatch.delenv("GPUPERF_STORE")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    with pytest.raises(StoreNotFoundError, match=r"\(the default store\).*nothing has been "
+                       "profiled or imported"):
+        Store(must_exist=True)
+    assert not (tmp_path / "xdg").exists()
+    # Once written, it opens; a Store of a Store was checked already.
+    Store(typo).save_run(make_run())
+    assert len(Store(Store(typo, must_exist=True)).runs()) == 1
