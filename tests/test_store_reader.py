@@ -31,3 +31,36 @@ def test_a_store_that_must_exist_names_a_missing_file(
     # Once written, it opens; a Store of a Store was checked already.
     Store(typo).save_run(make_run())
     assert len(Store(Store(typo, must_exist=True)).runs()) == 1
+
+
+def test_a_missing_store_names_another_in_the_words_of_the_python_api(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    typo = tmp_path / "typo.sqlite"
+    with pytest.raises(StoreNotFoundError) as caught:
+        Store(typo, must_exist=True)
+    message = str(caught.value)
+    assert message == (f"no store at {typo}: the file does not exist; check the path (a store "
+                       "is created by the first run saved to it), or name another store with "
+                       "Store(path).")
+    assert caught.value.origin == "given"
+    # The other interfaces are not offered to a Python caller.
+    for elsewhere in ("--store", "%config", "GPUPERF_STORE"):
+        assert elsewhere not in message
+    # $GPUPERF_STORE and the default store keep saying where the path came from.
+    monkeypatch.setenv("GPUPERF_STORE", str(typo))
+    with pytest.raises(StoreNotFoundError) as caught:
+        Store(must_exist=True)
+    assert caught.value.origin == "env"
+    assert str(caught.value).startswith(f"no store at {typo} (from $GPUPERF_STORE): ")
+    assert str(caught.value).endswith("or name another store with Store(path).")
+
+
+def test_a_missing_store_is_reworded_for_another_interface(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.sqlite"
+    with pytest.raises(StoreNotFoundError) as caught:
+        Store(typo, must_exist=True)
+    cli = caught.value.reworded("--store PATH")
+    assert isinstance(cli, StoreNotFoundError) and cli.path == str(typo)
+    assert cli.origin == "given"
+    assert str(cli) == str(caught.value).replace("Store(path)", "--store PATH")

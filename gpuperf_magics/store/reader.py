@@ -96,18 +96,10 @@ class StoreReader:
 
     def _not_found(self, given: Any) -> StoreNotFoundError:
         """The error for a store file that is not there, naming where its path came from."""
-        where = self._shown
-        origin, hint = "", "check the path (a store is created by the first run saved to it), or "
-        if given is None and os.environ.get(ENV_VAR, "").strip():
-            origin = f" (from ${ENV_VAR})"
-        elif given is None:
-            origin = " (the default store)"
-            hint = ("nothing has been profiled or imported into it yet: profile a cell with "
-                    "%%profile_training or import a table with gpuperf import; or ")
-        return StoreNotFoundError(
-            f"no store at {where}{origin}: the file does not exist; {hint}{ANOTHER_STORE}.",
-            path=where,
-        )
+        if given is not None:
+            return StoreNotFoundError.for_path(self._shown, "given")
+        from_env = bool(os.environ.get(ENV_VAR, "").strip())
+        return StoreNotFoundError.for_path(self._shown, "env" if from_env else "default")
 
     def __repr__(self) -> str:
         return f"Store({str(self.path)!r})"
