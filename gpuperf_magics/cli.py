@@ -338,9 +338,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except (ValueError, KeyError, StoreError, FileNotFoundError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"gpuperf {args.command}: error: {message}", file=sys.stderr)
+        print(f"gpuperf {args.command}: error: {_message(args.command, exc)}", file=sys.stderr)
         return 2
+
+
+def _message(command: str, exc: Exception) -> str:
+    """The line an error prints; a missing store says how to name another on this command."""
+    from gpuperf_magics.store import StoreNotFoundError
+
+    if isinstance(exc, StoreNotFoundError):
+        return str(exc.reworded("gpuperf sync SRC DST" if command == "sync" else "--store PATH"))
+    return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -265,7 +265,7 @@ class GpuPerf(Magics):
         another GPU, with the cost of both. The options are those of ``gpuperf predict``.
         """
         from gpuperf_magics import predict
-        from gpuperf_magics.store import Store, StoreError
+        from gpuperf_magics.store import Store, StoreError, StoreNotFoundError
 
         args = _parse(self.predict_time, line)
         var = args.variable
@@ -277,6 +277,9 @@ class GpuPerf(Magics):
             opts = prediction_options.read(args)
             # Only read here: a mistyped path is named as such, not taken for an empty store.
             store = Store(args.store or self.store, must_exist=True)
+        except StoreNotFoundError as exc:  # named in the words a magic takes a store in
+            raise UsageError(str(exc.reworded(
+                '--store PATH or %config GpuPerf.store = "PATH"'))) from None
         except (ValueError, StoreError) as exc:  # PredictionError is a ValueError
             raise UsageError(str(exc)) from None
         try:

@@ -141,3 +141,118 @@ def raw_sql(store, query: str, *args) -> list[tuple]:
     with psycopg.connect(store._location.url, autocommit=True) as conn:
         cursor = conn.execute(query.replace("?", "%s"), args or None)
         return [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+
+
+# --------------------------------------------------------------------------- store tests
+# Runs, fixtures and checks that several tests/test_store_*.py files share.
+
+#: The hardware of :func:`make_run`: a CPU machine.
+HARDWARE = {
+    "gpu_name": None,
+    "cpu_model": "Intel Xeon",
+    "cpu_physical_cores": 2,
+    "cpu_threads": 1,
+    "cpu_memory_gb": 7.7,
+    "sw_python": "3.11.7",
+    "sw_torch": "2.13.0",
+    "sw_cuda": None,
+}
+
+
+def make_run(
+    network: str = "mlp",
+    *,
+    n: int = 6,
+    warmup: int = 2,
+    batch: int | None = 32,
+    status: str = "ok",
+    hardware: dict | None = None,
+    **fields,
+) -> gm.Run:
+    """A run as the capture layer builds it, with made-up but consistent numbers."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    iterations = [
+        IterationRecord(
+            index=i,
+            duration_s=0.01 * (i + 1),
+            samples=batch,
+            warmup=i < warmup,
+            phases={"forward": 0.002, "backward": 0.004} if i % 2 else None,
+            skipped_step=(i == n - 1),
+            micro_batches=2 if i else None,
+        )
+        for i in range(n)
+    ]
+    defaults = {
+        "hardware": dict(HARDWARE) if hardware is None else hardware,
+        "architecture": {"arch_params": 6922, "arch_layers_linear": 3, "arch_amp": False,
+                         "arch_flops_fwd": 13600.0, "arch_class": "MLP"},
+        "hyper": {"optimizer": "SGD", "lr": 0.1, "micro_batches": 1},
+        "quality": {"torch_threads": 1, "busy": False, "timing_method": "perf_counter"},
+        "tags": {"experiment": "a"},
+        "features": {"depth": 3.0},
+        "notes": ["machine was idle"],
+    }
+    defaults.update(fields)
+    return Run(network=network, status=status, iterations=iterations, batch_size=batch,
+               **defaults)
+
+
+def make_gpu_run(network: str = "resnet", batch: int = 64, **fields) -> gm.Run:
+    """A run on one A100 with every group filled, for exports and imports."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    iterations = [IterationRecord(i, 0.05 + 0.001 * i, batch, warmup=i == 0) for i in range(5)]
+    defaults = {
+        "gpu": "NVIDIA A100-SXM4-40GB",
+        "gpu_count": 1,
+        "device": "cuda:0",
+        "hardware": {
+            "gpu_name": "NVIDIA A100-SXM4-40GB", "gpu_memory_gb": 40.0, "gpu_sm_count": 108,
+            "gpu_driver": "535.10", "gpu_mig": False, "cpu_model": "AMD EPYC 7742",
+            "cpu_threads": 8, "sw_cuda": "12.1", "sw_torch": "2.13.0",
+        },
+        "architecture": {"arch_params": 11_689_512, "arch_flops_fwd": 3.6e9,
+                         "arch_input_shape": "3x224x224", "arch_channels_last": True},
+        "hyper": {"optimizer": "AdamW", "lr": 0.001, "epochs": 2},
+        "quality": {"torch_threads": 8, "busy": False, "load_avg_start": 0.5},
+        "tags": {"owner": "ann"},
+        "features": {"image_size": 224.0},
+    }
+    defaults.update(fields)
+    return Run(network=network, iterations=iterations, batch_size=batch, **defaults)
+
+
+@pytest.fixture
+def store(store_url: str) -> gm.Store:
+    """A new store on each backend: an SQLite file, a PostgreSQL database."""
+    return gm.Store(store_url)
+
+
+@pytest.fixture
+def file_store(tmp_path: Path) -> gm.Store:
+    """A new SQLite store, for what only a file has (pragmas, permissions, file damage)."""
+    return gm.Store(tmp_path / "runs.sqlite")
+
+
+def sql(path: Path, query: str, *args: object) -> list[tuple]:
+    """Run SQL on a store file directly."""
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(query, args).fetchall()
+    finally:
+        conn.close()
+
+
+def assert_clear(err: Exception, path: Path) -> None:
+    """``err`` is one clear line: it names the store and how to use another, and chains no
+    sqlite3 traceback."""
+    text = str(err)
+    assert str(path) in text
+    assert "GPUPERF_STORE" in text  # says how to use another store
+    # No sqlite3 traceback chained under the message.
+    assert err.__cause__ is None
+    assert err.__context__ is None or err.__suppress_context__

@@ -238,6 +238,11 @@ def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
     assert proc.stderr.startswith(f"gpuperf {command[0]}: error: no store at {typo}: the file "
                                   "does not exist")
     assert len(proc.stderr.strip().splitlines()) == 1
+    # It says how to name another store on this command, and nothing of the other interfaces.
+    assert proc.stderr.endswith("or name another store with "
+                                + ("gpuperf sync SRC DST.\n" if command[0] == "sync"
+                                   else "--store PATH.\n"))
+    assert "%config" not in proc.stderr and "Store(" not in proc.stderr
     assert list(tmp_path.iterdir()) == []  # reading created nothing, not even the sync target
 
 

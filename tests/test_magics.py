@@ -312,8 +312,11 @@ def test_the_line_fits_a_notebook_and_verbose_gives_the_rest(shell, capsys):
 @pytest.mark.parametrize("options", ["", "-w", "--remaining", "--remaining 3 --gpu T4"])
 def test_predict_time_names_a_store_that_does_not_exist(shell, tmp_path, options):
     typo = tmp_path / "typo.sqlite"
-    with pytest.raises(UsageError, match=rf"^no store at {typo}: the file does not exist"):
+    with pytest.raises(UsageError, match=rf"^no store at {typo}: the file does not exist") as err:
         shell.run_line_magic("predict_time", f"--store {typo} {options}")
+    assert str(err.value).endswith(
+        'or name another store with --store PATH or %config GpuPerf.store = "PATH".')
+    assert "Store(" not in str(err.value) and "GPUPERF_STORE" not in str(err.value)
     assert not typo.exists()
     # Profiling writes, so it may start a store there.
     shell.run_cell_magic("profile_training", f"-q --store {typo}", LOOP)

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer, raw_sql
+from conftest import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer, make_run, raw_sql
 from IPython.core.error import UsageError
-from test_store import make_run
 
 import gpuperf_magics as gm
 from gpuperf_magics.store import Store, StoreError, StoreVersionError, latest_version, schema

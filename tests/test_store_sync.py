@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import raw_sql
-from test_store import make_run
+from conftest import make_run, raw_sql
 
 from gpuperf_magics.store import Store
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from gpuperf_magics.store.paths import ENV_VAR
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.run import Run
@@ -21,6 +23,10 @@ ANOTHER_STORE = (
     "use another store: Store(PATH_OR_URL), --store PATH_OR_URL, %config GpuPerf.store = "
     "PATH_OR_URL, or the GPUPERF_STORE environment variable"
 )
+
+
+#: Where a store's path came from, for :class:`StoreNotFoundError`.
+StoreOrigin = Literal["given", "env", "default"]
 
 
 class StoreError(RuntimeError):
@@ -64,7 +70,42 @@ class StoreNotFoundError(StoreError):
     ``Store(path)`` reads a missing file as an empty store (it is created by the first
     write); ``Store(path, must_exist=True)`` raises this instead, so that a mistyped path is
     named as such rather than answered with "no runs".
+
+    The message tells how to name another store in the words of the interface the path came
+    through (``Store(path)``); the command line and the magics say it their way with
+    :meth:`reworded`.
+
+    Attributes
+    ----------
+    origin : str
+        Where the path came from: ``"given"`` (by the caller), ``"env"`` (``$GPUPERF_STORE``)
+        or ``"default"`` (the per-user store).
     """
+
+    def __init__(self, message: str, *, path: str | None = None,
+                 origin: StoreOrigin = "given") -> None:
+        super().__init__(message, path=path)
+        self.origin: StoreOrigin = origin
+
+    @classmethod
+    def for_path(cls, path: str, origin: StoreOrigin = "given",
+                 how: str = "Store(path)") -> StoreNotFoundError:
+        """The error for the missing store ``path``; ``how`` names another store, e.g.
+        ``"--store PATH"``."""
+        if origin == "default":
+            note = " (the default store)"
+            hint = ("nothing has been profiled or imported into it yet: profile a cell with "
+                    "%%profile_training or import a table with gpuperf import; or")
+        else:
+            note = f" (from ${ENV_VAR})" if origin == "env" else ""
+            hint = "check the path (a store is created by the first run saved to it), or"
+        return cls(f"no store at {path}{note}: the file does not exist; {hint} name another "
+                   f"store with {how}.", path=path, origin=origin)
+
+    def reworded(self, how: str) -> StoreNotFoundError:
+        """This error, naming another store with ``how`` (how the caller's interface takes a
+        store) instead of ``Store(path)``."""
+        return self.for_path(self.path or "", self.origin, how)
 
 
 class StoreVersionError(StoreError):

@@ -1,5 +1,7 @@
 """Reading runs back: the filters of :meth:`Store.runs` as one SQL query, and what is left for
-the built frame (filters on JSON groups and features, the chosen columns).
+the built frame (filters on JSON groups and features, the chosen columns); the reads of
+:meth:`Store.runs`, :meth:`Store.iterations` and :meth:`Store.get_run` as units of work on an
+open connection, and their rows as a frame or a :class:`~gpuperf_magics.run.Run`.
 
 Filters on the runs table's own columns, on ``tags`` and on ``since`` run in SQL; a filter on a
 hardware, architecture, hyper-parameter or feature column is applied to the rows those select.
@@ -13,11 +15,22 @@ from datetime import date, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpuperf_magics.columns import KINDS, group_of
-from gpuperf_magics.store.encoding import format_timestamp, parse_timestamp, sql_value
-from gpuperf_magics.store.records import RUN_SELECT, select_runs
+from gpuperf_magics.store.connection import chunked
+from gpuperf_magics.store.encoding import format_timestamp, from_json, parse_timestamp, sql_value
+from gpuperf_magics.store.errors import RunNotFoundError
+from gpuperf_magics.store.records import (
+    ITERATION_FIELDS,
+    RUN_SELECT,
+    SELECT_ITERATIONS,
+    IterationRow,
+    parse_run,
+    select_runs,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from gpuperf_magics.run import Run
 
 #: Columns of ``runs()`` read straight from the runs table (filtered in SQL).
 FLAT = frozenset(n for n in RUN_SELECT if n not in (
@@ -215,3 +228,162 @@ def select_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     out.attrs = {"feature_columns": [c for c in frame.attrs.get("feature_columns", [])
                                      if c in columns]}
     return out
+
+
+# ---------------------------------------------------------------------- reading
+# The units of work below run inside the store's read transaction (``Store._execute``); a row
+# they cannot read raises ``frame.CorruptRow``, which the store reports as a damaged store.
+
+
+class RunRows(NamedTuple):
+    """What the statement of a :class:`RunsQuery` gave: its column names and its rows."""
+
+    names: list[str]
+    rows: list[tuple[Any, ...]]
+
+
+class StoredRun(NamedTuple):
+    """One run as :func:`read_run` read it: its record (JSON parsed) and its iteration rows."""
+
+    record: dict[str, Any]
+    iterations: list[IterationRow]
+
+
+def read_runs(conn: Any, query: RunsQuery) -> RunRows:
+    """Run the statement of ``query`` on ``conn``."""
+    cursor = conn.execute(query.sql, query.params)
+    return RunRows([d[0] for d in cursor.description], cursor.fetchall())
+
+
+def runs_frame(query: RunsQuery, got: RunRows, columns: list[str] | None) -> pd.DataFrame:
+    """The frame :meth:`Store.runs` returns, from the rows its ``query`` gave.
+
+    Raises
+    ------
+    CorruptRow
+        A cell the frame cannot read (a tampered store).
+    ValueError
+        A filter or a column names no column of the frame.
+    """
+    from gpuperf_magics.store.frame import build_runs_frame
+
+    data = list(zip(*got.rows, strict=True)) if got.rows else [()] * len(got.names)
+    by_name = {name: list(values) for name, values in zip(got.names, data, strict=True)}
+    nested = {g: by_name.pop(g) for g in (*query.groups, "hardware") if g in by_name}
+    frame = filter_frame(build_runs_frame(by_name, nested), query.later)
+    return frame if columns is None else select_columns(frame, columns)
+
+
+def read_iterations(conn: Any, run_ids: list[int], shown: str) -> list[IterationRow]:
+    """The iteration rows of the runs ``run_ids`` of the store ``shown``, by run and index.
+
+    Raises
+    ------
+    RunNotFoundError
+        For the first id that is not in the store.
+    """
+    wanted = sorted(set(run_ids))
+    found: set[int] = set()
+    rows: list[tuple[Any, ...]] = []
+    for chunk in chunked(wanted):
+        marks = ", ".join("?" * len(chunk))
+        found.update(int(i) for (i,) in conn.execute(
+            f"SELECT id FROM runs WHERE id IN ({marks})", chunk))
+        rows.extend(conn.execute(
+            f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
+            f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", chunk))
+    absent = [i for i in run_ids if i not in found]
+    if absent:
+        raise RunNotFoundError(absent[0], shown)
+    return [row._replace(phases=phases(row.run_id, row.phases))
+            for row in map(IterationRow._make, rows)]
+
+
+def phases(run_id: Any, text: Any) -> Any:
+    """An iteration's stored phases (JSON text) as a dict, None when it has none.
+
+    Raises
+    ------
+    CorruptRow
+        The text is not a JSON object.
+    """
+    from gpuperf_magics.store.frame import CorruptRow
+
+    try:
+        value = from_json(text, None)
+    except ValueError:
+        value = ""
+    if value is not None and not isinstance(value, dict):
+        raise CorruptRow(f"run {run_id}: an iteration's phases hold {str(text)[:60]!r}, "
+                         "not a JSON object")
+    return value
+
+
+def read_run(conn: Any, run_id: int, shown: str) -> StoredRun:
+    """The run ``run_id`` of the store ``shown``, with its iteration rows.
+
+    Raises
+    ------
+    RunNotFoundError
+        The run is not in the store.
+    CorruptRow
+        A JSON cell of the run does not parse.
+    """
+    from gpuperf_magics.store.frame import CorruptRow
+
+    cursor = conn.execute(select_runs([*RUN_SELECT, "hardware"]) + " WHERE r.id = ?", (run_id,))
+    row = cursor.fetchone()
+    if row is None:
+        raise RunNotFoundError(run_id, shown)
+    try:
+        record = parse_run([d[0] for d in cursor.description], row)
+    except ValueError as exc:
+        raise CorruptRow(str(exc)) from None
+    its = [IterationRow(run_id, *row) for row in conn.execute(SELECT_ITERATIONS, (run_id,))]
+    return StoredRun(record, its)
+
+
+def as_run(stored: StoredRun, store_path: str) -> Run:
+    """The :class:`~gpuperf_magics.run.Run` a stored run was, iterations included.
+
+    Raises
+    ------
+    CorruptRow, TypeError, ValueError
+        A value the run cannot hold (a tampered store).
+    """
+    from gpuperf_magics.run import IterationRecord, Run
+
+    record = stored.record
+    return Run(
+        network=record["network"],
+        status=record["status"],
+        iterations=[
+            IterationRecord(
+                index=it.idx,
+                duration_s=float(it.duration_s),
+                samples=it.samples,
+                warmup=bool(it.warmup),
+                phases=phases(it.run_id, it.phases),
+                skipped_step=bool(it.skipped_step),
+                micro_batches=it.micro_batches,
+            )
+            for it in stored.iterations
+        ],
+        batch_size=record["batch_size"],
+        device=record["device"] or ("cuda" if record["gpu"] else "cpu"),
+        gpu=record["gpu"],
+        gpu_count=record["gpu_count"],
+        hardware=record["hardware"],
+        architecture=record["arch"],
+        hyper=record["hyper"],
+        quality=record["quality"],
+        tags=record["tags"],
+        features=record["features"],
+        notes=record["notes"],
+        error=record["error"],
+        peak_memory_gb=record["peak_memory_gb"],
+        created_at=record["created_at"],
+        source=record["source"],
+        run_id=record["run_id"],
+        store_path=store_path,
+    )

@@ -9,9 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import raw_sql
+from conftest import make_run, raw_sql
 from IPython.core.error import UsageError
-from test_store import make_run
 
 import gpuperf_magics as gm
 from gpuperf_magics.store import Store, StoreError

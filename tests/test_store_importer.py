@@ -1,10 +1,10 @@
-"""Tests of Store.import_table and Store.export: mapping, validation, files, round trips."""
+"""Tests of gpuperf_magics.store.importer (through Store.import_table): mapping, validation, the
+messages that name every bad cell."""
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from datetime import timedelta
 from pathlib import Path
 from uuid import uuid4
@@ -12,10 +12,10 @@ from uuid import uuid4
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import make_gpu_run as make_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpuperf_magics.run import IterationRecord, Run
 from gpuperf_magics.store import ImportValidationError, Store
 
 DATA = Path(os.environ.get("GPUPERF_DATA_HOME",
@@ -27,35 +27,12 @@ def store(tmp_path: Path) -> Store:
     return Store(tmp_path / "runs.sqlite")
 
 
-def make_run(network: str = "resnet", batch: int = 64, **fields) -> Run:
-    iterations = [IterationRecord(i, 0.05 + 0.001 * i, batch, warmup=i == 0) for i in range(5)]
-    defaults = {
-        "gpu": "NVIDIA A100-SXM4-40GB",
-        "gpu_count": 1,
-        "device": "cuda:0",
-        "hardware": {
-            "gpu_name": "NVIDIA A100-SXM4-40GB", "gpu_memory_gb": 40.0, "gpu_sm_count": 108,
-            "gpu_driver": "535.10", "gpu_mig": False, "cpu_model": "AMD EPYC 7742",
-            "cpu_threads": 8, "sw_cuda": "12.1", "sw_torch": "2.13.0",
-        },
-        "architecture": {"arch_params": 11_689_512, "arch_flops_fwd": 3.6e9,
-                         "arch_input_shape": "3x224x224", "arch_channels_last": True},
-        "hyper": {"optimizer": "AdamW", "lr": 0.001, "epochs": 2},
-        "quality": {"torch_threads": 8, "busy": False, "load_avg_start": 0.5},
-        "tags": {"owner": "ann"},
-        "features": {"image_size": 224.0},
-    }
-    defaults.update(fields)
-    return Run(network=network, iterations=iterations, batch_size=batch, **defaults)
-
-
 def write_csv(tmp_path: Path, text: str, name: str = "measurements.csv") -> Path:
     path = tmp_path / name
     path.write_text(text)
     return path
 
 
-# --------------------------------------------------------------------------- mapping
 def test_import_dataframe_with_mapping(store: Store) -> None:
     sia = pd.DataFrame({
         "placement": [1, 2, 11],
@@ -147,7 +124,6 @@ def test_empty_table_imports_nothing(store: Store) -> None:
     assert store.revision() == 0 and not store.path.exists()
 
 
-# --------------------------------------------------------------------------- real data
 @pytest.mark.skipif(not (DATA / "lattuada2022").is_dir(), reason="shared data not available")
 def test_import_lattuada_measurements(store: Store) -> None:
     path = DATA / "lattuada2022" / "alexnet_pt.csv"
@@ -180,75 +156,6 @@ def test_import_sia_step_times(store: Store) -> None:
     assert df["source"].iloc[0] == "import:placements-aws.csv"
 
 
-# --------------------------------------------------------------------------- export
-@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".csv.gz"])
-def test_export_and_reimport(store: Store, tmp_path: Path, suffix: str) -> None:
-    store.save_run(make_run(batch=32))
-    store.save_run(make_run(batch=64, tags={}, features={"image_size": 128.0, "depth": 50.0}))
-    store.save_run(Run(network="mlp", status="failed", error="OOM, retry with a smaller batch"))
-    store.import_table(pd.DataFrame({"time_s": [2.0], "batch_size": [16], "cluster": ["aws"]}),
-                       network="bert", gpu="Tesla T4")
-    path = store.export(tmp_path / f"runs{suffix}")
-    assert path.is_file()
-    again = Store(tmp_path / "again.sqlite")
-    ids = again.import_table(path)
-    assert ids == [1, 2, 3, 4]
-    before, after = store.runs(), again.runs()
-    assert list(after.columns) == list(before.columns)
-    pd.testing.assert_frame_equal(after, before, check_dtype=False)
-    # Text that looks like a number (driver, CUDA version) stays text.
-    assert after.loc[0, "gpu_driver"] == "535.10" and after.loc[0, "sw_cuda"] == "12.1"
-    assert after["tags"].tolist() == [{"owner": "ann"}, {}, {}, {"cluster": "aws"}]
-
-
-def test_export_applies_filters(store: Store, tmp_path: Path) -> None:
-    store.save_run(make_run("a"))
-    store.save_run(make_run("b"))
-    path = store.export(tmp_path / "only_b.csv", network="b")
-    assert pd.read_csv(path)["network"].tolist() == ["b"]
-
-
-def test_export_of_empty_store_has_the_canonical_header(store: Store, tmp_path: Path) -> None:
-    path = store.export(tmp_path / "empty.csv")
-    assert list(pd.read_csv(path).columns) == list(store.runs().columns)
-
-
-def test_the_test_extra_carries_pyarrow_for_the_parquet_tests() -> None:
-    """``pip install ".[test]"`` is enough to run the suite: the Parquet round trips above
-    need pyarrow, which users get from the ``parquet`` extra."""
-    tomllib = pytest.importorskip("tomllib")
-    from packaging.requirements import Requirement
-
-    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
-    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
-    test = {Requirement(r).name: Requirement(r).specifier for r in extras["test"]}
-    parquet = {Requirement(r).name: Requirement(r).specifier for r in extras["parquet"]}
-    assert test["pyarrow"] == parquet["pyarrow"]
-
-
-def test_parquet_without_pyarrow(
-    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store.save_run(make_run())
-    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow now fails
-    with pytest.raises(ImportError, match=r"pip install 'gpuperf-magics\[parquet\]'"):
-        store.export(tmp_path / "runs.parquet")
-    assert not (tmp_path / "runs.parquet").exists()
-    (tmp_path / "in.parquet").write_bytes(b"PAR1")
-    with pytest.raises(ImportError, match="pyarrow"):
-        store.import_table(tmp_path / "in.parquet")
-
-
-def test_unknown_suffix(store: Store, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"\*\.csv"):
-        store.export(tmp_path / "runs.xlsx")
-    with pytest.raises(ValueError, match=r"\*\.parquet"):
-        store.import_table(tmp_path / "runs.json")
-    with pytest.raises(TypeError, match="DataFrame or a file path"):
-        store.import_table([{"time_s": 1.0}])  # type: ignore[arg-type]
-
-
-# --------------------------------------------------------------------------- validation
 HEADER = "network,batch_size,iterations,time_s\n"
 
 
@@ -422,12 +329,13 @@ def test_gpu_added_to_the_catalog_is_accepted(store: Store) -> None:
         store.import_table(frame, network="n", gpu="Lab GPU X1")
 
 
-# --------------------------------------------------------------------------- properties
 BAD_CELLS = {
     "time_s": [None, "abc", -1.0, 0, "1,5", "inf", -1e-9],
     "batch_size": [0, -3, 2.5, "abc", "4x"],
     "iterations": [None, 0, -1, 1.5, "ten"],
 }
+
+
 settings_ = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -478,7 +386,6 @@ def test_valid_tables_import_exactly(tmp_path: Path, data: st.DataObject) -> Non
     assert df["iterations"].tolist() == frame["iterations"].tolist()
 
 
-# --------------------------------------------------------------------------- edge cases
 def test_integers_beyond_64_bits_are_named(store: Store, tmp_path: Path) -> None:
     path = write_csv(tmp_path, HEADER + "mlp,4,10,1.0\nmlp,99999999999999999999,10,1.0\n")
     with pytest.raises(ImportValidationError, match="64-bit") as info:
@@ -543,37 +450,3 @@ def test_a_time_below_a_nanosecond_is_refused(store: Store, tmp_path: Path) -> N
     again = Store(tmp_path / "again.sqlite")
     assert len(again.import_table(path)) == 1  # every export can be imported again
     assert np.isfinite(again.runs()["samples_per_s"]).all()
-
-
-def test_csv_export_cannot_run_as_a_spreadsheet_formula(store: Store, tmp_path: Path) -> None:
-    texts = ["=HYPERLINK(\"http://x\")", "+1+2", "-cmd", "@SUM(A1)", "'=already", "plain",
-             "'quoted"]
-    frame = pd.DataFrame({"time_s": [1.0] * len(texts), "batch_size": [4] * len(texts),
-                          "optimizer": texts, "offset": [-1.5] * len(texts)})
-    store.import_table(frame, network="=evil()")
-    path = store.export(tmp_path / "runs.csv")
-    raw = pd.read_csv(path, dtype=str)
-    assert raw["network"].iloc[0] == "'=evil()"
-    assert raw["optimizer"].tolist() == ["'=HYPERLINK(\"http://x\")", "'+1+2", "'-cmd", "'@SUM(A1)",
-                                    "''=already", "plain", "'quoted"]
-    assert raw["offset"].iloc[0] == "-1.5"  # numbers are left as numbers
-    again = Store(tmp_path / "again.sqlite")
-    again.import_table(path)
-    back = again.runs()
-    assert back["network"].iloc[0] == "=evil()"
-    assert back["optimizer"].tolist() == texts
-    assert back["offset"].tolist() == [-1.5] * len(texts)
-
-
-def test_export_then_import_keeps_the_run_uid(store: Store, tmp_path: Path) -> None:
-    store.save_run(make_run())
-    path = store.export(tmp_path / "runs.csv")
-    uid = store.runs()["run_uid"].iloc[0]
-    again = Store(tmp_path / "again.sqlite")
-    assert again.import_table(path) == [1]
-    assert again.runs()["run_uid"].tolist() == [uid]
-    assert again.import_table(path) == [1]  # the same run, recognised: not imported twice
-    assert len(again.runs()) == 1
-    bad = pd.read_csv(path).assign(run_uid="not-a-uid")
-    with pytest.raises(ImportValidationError, match="not a run uid"):
-        again.import_table(bad)
