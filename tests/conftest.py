@@ -141,3 +141,15 @@ def raw_sql(store, query: str, *args) -> list[tuple]:
     with psycopg.connect(store._location.url, autocommit=True) as conn:
         cursor = conn.execute(query.replace("?", "%s"), args or None)
         return [tuple(r) for r in cursor.fetchall()] if cursor.description else []
+
+
+# --------------------------------------------------------------------------- GPU catalog
+@pytest.fixture
+def no_user_gpus():
+    """No user GPUs (``catalog.add_gpus``) before or after the test: the catalog tests'
+    ``pytestmark``."""
+    from gpuperf_magics.hardware import catalog
+
+    catalog.clear_user_gpus()
+    yield
+    catalog.clear_user_gpus()
