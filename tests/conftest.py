@@ -153,3 +153,16 @@ def no_user_gpus():
     catalog.clear_user_gpus()
     yield
     catalog.clear_user_gpus()
+
+
+# --------------------------------------------------------------------------- public datasets
+@pytest.fixture
+def fresh_datasets_cache(monkeypatch: pytest.MonkeyPatch):
+    """The shared data folder as the data home and an empty table cache, before and after:
+    the dataset tests' ``pytestmark``."""
+    from gpuperf_magics import datasets
+
+    monkeypatch.setenv(datasets.DATA_HOME_ENV, str(SHARED_DATA))
+    datasets._load.cache_clear()
+    yield
+    datasets._load.cache_clear()
