@@ -166,3 +166,30 @@ def fresh_datasets_cache(monkeypatch: pytest.MonkeyPatch):
     datasets._load.cache_clear()
     yield
     datasets._load.cache_clear()
+
+
+# --------------------------------------------------------------------------- what-if panel
+def _per_step_times(network: str, **columns: object):
+    """Per-iteration times of an imported trace: no iterations column, no dataset size."""
+    import pandas as pd
+
+    batches = [16, 32, 64, 128]
+    return pd.DataFrame({"network": network, "batch_size": batches,
+                         "time_s": [0.01 + 0.001 * b for b in batches], **columns})
+
+
+@pytest.fixture(scope="module")
+def mlp_runs_store(tmp_path_factory, profile_mlp):
+    """A store of real profiled CPU runs of an MLP at batch sizes 8, 16 and 32, one per test
+    module (the what-if panel's tests: widgets, panel controls, plot)."""
+    path = tmp_path_factory.mktemp("widgets") / "runs.sqlite"
+    profile_mlp(path, [8, 16, 32])
+    return path
+
+
+@pytest.fixture
+def imported_t4_store(tmp_path):
+    """A store of imported T4 measurements, which record no dataset size."""
+    path = tmp_path / "imported.sqlite"
+    gm.Store(path).import_table(_per_step_times("resnet"), gpu="T4")
+    return path
