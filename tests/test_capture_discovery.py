@@ -48,3 +48,16 @@ def test_an_eval_call_before_training_does_not_describe_the_run():
     assert run.batch_size == 16
     assert run.architecture["arch_amp"] is True
     assert not any("eval() mode" in note for note in run.notes)
+
+
+def test_the_model_owns_most_of_the_stepping_optimizers_parameters():
+    from gpuperf_magics.capture.discovery import Candidate, choose_model
+
+    gen, disc = mlp(), nn.Linear(10, 1)
+    seen = [Candidate(gen, 5, ((), {}), False, False), Candidate(disc, 1, ((), {}), False, False)]
+    assert choose_model(torch.optim.SGD(disc.parameters(), lr=0.1), seen, None) is disc
+    # No candidate owns a parameter: the one called most, but only while no model is known.
+    elsewhere = torch.optim.SGD([nn.Parameter(torch.zeros(1))], lr=0.1)
+    assert choose_model(elsewhere, seen, None) is gen
+    assert choose_model(elsewhere, seen, disc) is None
+    assert choose_model(elsewhere, [], None) is None

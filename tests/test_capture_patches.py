@@ -90,3 +90,16 @@ def test_an_epoch_is_what_the_loader_visits(kind, samples, steps, drop, tmp_path
     batch = loader.batch_size
     frame = predict.predict_time(path, batch_sizes=[batch], epochs=1).frame
     assert int(frame["iterations"].iloc[0]) == steps
+
+
+def test_the_compile_hook_warning_filter_leaves_with_its_undo():
+    import warnings
+
+    from gpuperf_magics.capture.patches import quiet_compile_hook_warning
+
+    before = list(warnings.filters)
+    undo = quiet_compile_hook_warning()
+    assert len(warnings.filters) == len(before) + 1
+    undo()
+    undo()  # a second undo (a recorder closed twice) changes nothing
+    assert warnings.filters == before
