@@ -256,3 +256,54 @@ def assert_clear(err: Exception, path: Path) -> None:
     # No sqlite3 traceback chained under the message.
     assert err.__cause__ is None
     assert err.__context__ is None or err.__suppress_context__
+
+# --------------------------------------------------------------------------- GPU catalog
+@pytest.fixture
+def no_user_gpus():
+    """No user GPUs (``catalog.add_gpus``) before or after the test: the catalog tests'
+    ``pytestmark``."""
+    from gpuperf_magics.hardware import catalog
+
+    catalog.clear_user_gpus()
+    yield
+    catalog.clear_user_gpus()
+
+
+# --------------------------------------------------------------------------- public datasets
+@pytest.fixture
+def fresh_datasets_cache(monkeypatch: pytest.MonkeyPatch):
+    """The shared data folder as the data home and an empty table cache, before and after:
+    the dataset tests' ``pytestmark``."""
+    from gpuperf_magics import datasets
+
+    monkeypatch.setenv(datasets.DATA_HOME_ENV, str(SHARED_DATA))
+    datasets._load.cache_clear()
+    yield
+    datasets._load.cache_clear()
+
+
+# --------------------------------------------------------------------------- what-if panel
+def _per_step_times(network: str, **columns: object):
+    """Per-iteration times of an imported trace: no iterations column, no dataset size."""
+    import pandas as pd
+
+    batches = [16, 32, 64, 128]
+    return pd.DataFrame({"network": network, "batch_size": batches,
+                         "time_s": [0.01 + 0.001 * b for b in batches], **columns})
+
+
+@pytest.fixture(scope="module")
+def mlp_runs_store(tmp_path_factory, profile_mlp):
+    """A store of real profiled CPU runs of an MLP at batch sizes 8, 16 and 32, one per test
+    module (the what-if panel's tests: widgets, panel controls, plot)."""
+    path = tmp_path_factory.mktemp("widgets") / "runs.sqlite"
+    profile_mlp(path, [8, 16, 32])
+    return path
+
+
+@pytest.fixture
+def imported_t4_store(tmp_path):
+    """A store of imported T4 measurements, which record no dataset size."""
+    path = tmp_path / "imported.sqlite"
+    gm.Store(path).import_table(_per_step_times("resnet"), gpu="T4")
+    return path

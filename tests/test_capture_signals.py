@@ -1,4 +1,5 @@
-"""SignalHold: a signal noted while a run is kept, given back afterwards."""
+"""SignalHold: a signal noted while a run is kept, given back afterwards (a real Ctrl-C in the
+milliseconds before a profiled run is kept included)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import signal
 import threading
 
 import pytest
+import torch
+from test_capture_recorder import mlp
+from torch import nn
 
+import gpuperf_magics as gm
 from gpuperf_magics.capture.signals import SignalHold
 
 
@@ -66,3 +71,50 @@ def test_off_the_main_thread_nothing_is_taken_over(python_sigint):
     thread.join()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert holds[0].release() is False
+
+
+class CtrlCOnLen(torch.utils.data.Dataset):
+    """A dataset whose ``len()`` sends a real SIGINT once the loop is over: the capture asks
+    for it while it interprets the run, in the milliseconds before the run is kept."""
+
+    def __init__(self) -> None:
+        self.x, self.y = torch.randn(32, 32), torch.randint(0, 10, (32,))
+        self.loop_done = False
+
+    def __len__(self) -> int:
+        if self.loop_done:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGINT)
+        return 32
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
+
+
+def test_a_real_ctrl_c_before_the_run_is_kept_waits_until_it_is(tmp_path):
+    import signal
+
+    store = tmp_path / "runs.sqlite"
+    data = CtrlCOnLen()
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    # Python's own handler (a harness may start pytest with SIGINT ignored).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), gm.profile_training(store=store) as run:
+            for x, y in loader:
+                opt.zero_grad()
+                loss_fn(model(x), y).backward()
+                opt.step()
+            data.loop_done = True
+    finally:
+        data.loop_done = False
+        signal.signal(signal.SIGINT, previous)
+    assert len(run.iterations) == 4
+    assert run.run_id is not None  # held until kept, then raised: saved on the way out
+    assert any("post-processing stopped by KeyboardInterrupt" in n for n in run.notes)
+    assert signal.getsignal(signal.SIGINT) is previous

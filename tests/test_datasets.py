@@ -1,11 +1,12 @@
-"""Public datasets: local copies, checksummed downloads (through a fake network), parsing."""
+"""Public datasets (the package's fetchers): local copies, checksummed downloads (through a
+fake network), caching, errors."""
 
 from __future__ import annotations
 
 import csv
 import re
 import urllib.error
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -13,13 +14,18 @@ import pytest
 
 from gpuperf_magics import datasets
 from gpuperf_magics.datasets import ChecksumError, DatasetNotFoundError
-from gpuperf_magics.hardware import catalog
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-pytestmark = pytest.mark.skipif(
-    not SHARED_DATA.is_dir(), reason=f"the shared data folder {SHARED_DATA} is not here"
-)
+
+# The shared data folder as the data home, and an empty table cache (conftest).
+pytestmark = [
+    pytest.mark.skipif(
+        not SHARED_DATA.is_dir(), reason=f"the shared data folder {SHARED_DATA} is not here"
+    ),
+    pytest.mark.usefixtures("fresh_datasets_cache"),
+]
+
 
 # Where the READMEs of the data say the files come from.
 SOURCES = {
@@ -28,15 +34,9 @@ SOURCES = {
     "sia2023": "https://raw.githubusercontent.com/siasosp23/artifacts/"
     "aaf7a0de7b6cb5eab06ea020467ede5d2fd18e70/sia-simulator/traces/",
 }
+
+
 FETCH = {"lattuada2022": datasets.fetch_lattuada2022, "sia2023": datasets.fetch_sia2023}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_cache(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(datasets.DATA_HOME_ENV, str(SHARED_DATA))
-    datasets._load.cache_clear()
-    yield
-    datasets._load.cache_clear()
 
 
 def _csv_rows(path: Path) -> int:
@@ -65,113 +65,6 @@ class FakeGitHub:
                     content = content.replace(b"1", b"2", 1)
                 return content
         raise urllib.error.URLError(f"404 for {url}")
-
-
-# ---------------------------------------------------------------- lattuada2022
-def test_lattuada2022_has_one_row_per_csv_row() -> None:
-    table = datasets.fetch_lattuada2022()
-    files = sorted((SHARED_DATA / "lattuada2022").glob("*.csv"))
-    assert len(files) == 17
-    counts = table.groupby("file").size()
-    for path in files:
-        assert counts[path.stem] == _csv_rows(path), path.name
-    assert len(table) == sum(_csv_rows(p) for p in files)
-
-
-def test_lattuada2022_columns_and_types() -> None:
-    table = datasets.fetch_lattuada2022()
-    for column in ("batch_size", "iterations", "gpu_count"):
-        assert table[column].dtype == "int64", column
-    for column in ("time_s", "gpu_fp32_tflops", "disk_speed", "dataloader_workers", "depth"):
-        assert table[column].dtype == "float64", column
-    assert set(table["network"]) == {"alexnet", "vgg19", "resnet50", "deepspeech", "resnet_cifar"}
-    assert set(table["framework"].dropna()) == {"pt", "tf"}
-    assert (table["time_s"] > 0).all() and (table["batch_size"] > 0).all()
-    assert set(table["status"]) == {"ok"} and set(table["source"]) == {"lattuada2022"}
-
-
-def test_lattuada2022_gpus_come_from_the_gflops_column() -> None:
-    table = datasets.fetch_lattuada2022()
-    raw = pd.read_csv(SHARED_DATA / "lattuada2022" / "alexnet_pt.csv")
-    rows = table[table["file"] == "alexnet_pt"].reset_index(drop=True)
-    assert (rows["gpu_fp32_tflops"] == raw["GFlops(7)"] / 1000).all()
-    assert (rows["gpu_count"] == raw["GPU number(9)"]).all()
-    assert (rows["dataloader_workers"] == raw["CPU threads(19)"]).all()
-    assert (rows["time_s"] == raw["overall execution time(31)"]).all()
-    expected = {
-        "Tesla K80": 5.591,
-        "Tesla M60": 7.365,
-        "Quadro P600": 1.195,
-        "NVIDIA GeForce GTX 1080 Ti": 11.339,
-    }
-    named = table.dropna(subset=["gpu"])
-    assert named.groupby("gpu")["gpu_fp32_tflops"].unique().map(list).to_dict() == {
-        gpu: [tflops] for gpu, tflops in expected.items()
-    }
-    for gpu in named["gpu"].unique():
-        assert catalog.match(gpu) == gpu
-
-
-def test_lattuada2022_depth_files() -> None:
-    table = datasets.fetch_lattuada2022()
-    depth = table[table["network"] == "resnet_cifar"]
-    assert set(depth["file"]) == {f"extrapolation_N_resnet_{g}" for g in (1, 2, 4)}
-    assert depth["gpu"].isna().all() and depth["framework"].isna().all()
-    assert depth["gpu_fp32_tflops"].isna().all()
-    for stem, group in depth.groupby("file"):
-        assert set(group["gpu_count"]) == {int(stem.rsplit("_", 1)[1])}
-    assert sorted(depth["depth"].unique()) == list(range(1, 11))
-    assert table.loc[table["network"] != "resnet_cifar", "depth"].isna().all()
-    # extrapolation_P files without the CPU threads column: NaN, not a made-up value
-    no_threads = table[table["file"] == "extrapolation_P_alexnet_pt"]
-    assert no_threads["dataloader_workers"].isna().all()
-
-
-# ---------------------------------------------------------------- sia2023
-def test_sia2023_has_one_row_per_csv_row() -> None:
-    table = datasets.fetch_sia2023()
-    files = sorted((SHARED_DATA / "sia2023").glob("*/placements-*.csv"))
-    assert len(files) == 30
-    counts = table.groupby(["network", "cluster"]).size()
-    for path in files:
-        cluster = path.stem.removeprefix("placements-")
-        assert counts[(path.parent.name, cluster)] == _csv_rows(path), path
-    assert len(table) == sum(_csv_rows(p) for p in files)
-
-
-def test_sia2023_placements_give_gpus_nodes_and_global_batch() -> None:
-    table = datasets.fetch_sia2023()
-    assert table["placement"].dtype == "str"
-    assert table["placement"].str.fullmatch(r"[1-9]+").all()
-    assert {"11", "1112", "88"} <= set(table["placement"])  # digits per node stay text
-    digits = table["placement"].map(lambda p: [int(d) for d in p])
-    assert (table["gpu_count"] == digits.map(sum)).all()
-    assert (table["nodes"] == digits.map(len)).all()
-    assert (table["batch_size"] == table["local_batch_size"] * table["gpu_count"]).all()
-    assert (table["iterations"] == 1).all()
-    one = table[(table["network"] == "bert") & (table["cluster"] == "aws")].iloc[0]
-    assert (one["placement"], one["local_batch_size"]) == ("1", 4)
-    assert one["time_s"] == pytest.approx(0.45532354712486267)
-    assert one["sync_time_s"] == pytest.approx(0.013738612174987792)
-
-
-def test_sia2023_columns_types_and_gpus() -> None:
-    table = datasets.fetch_sia2023()
-    for column in ("nodes", "gpu_count", "local_batch_size", "batch_size", "iterations"):
-        assert table[column].dtype == "int64", column
-    for column in ("time_s", "sync_time_s"):
-        assert table[column].dtype == "float64", column
-    gpus = table.groupby("cluster")["gpu"].unique().map(list).to_dict()
-    assert gpus == {
-        "aws": ["Tesla T4"],
-        "azure": ["Tesla V100-SXM2-32GB"],
-        "dgx-ext": ["NVIDIA A100-SXM4-40GB"],
-        "quad": ["Quadro RTX 6000"],
-        "rtx": ["NVIDIA GeForce RTX 2080 Ti"],
-    }
-    for gpu in table["gpu"].unique():
-        assert catalog.match(gpu) == gpu
-    assert set(table["network"]) == {"bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"}
 
 
 # ---------------------------------------------------------------- caching, download, errors

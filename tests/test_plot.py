@@ -7,9 +7,22 @@ import base64
 import pandas as pd
 import pytest
 
+import gpuperf_magics as gm
 from gpuperf_magics import plot
+from gpuperf_magics.widgets import what_if
 
 pytest.importorskip("matplotlib")
+
+
+# The what-if panel's two stores (conftest): real profiled CPU runs, imported T4 rows.
+@pytest.fixture
+def store(mlp_runs_store):
+    return mlp_runs_store
+
+
+@pytest.fixture
+def imported(imported_t4_store):
+    return imported_t4_store
 
 
 def test_batch_sizes_span_the_measured_range_and_the_asked_one() -> None:
@@ -43,3 +56,73 @@ def test_png_output_is_one_display_output() -> None:
     out = plot.png_output(plot.job_time_figure(_frame(), what), "<plot>")
     assert out["output_type"] == "display_data" and out["data"]["text/plain"] == "<plot>"
     assert base64.b64decode(out["data"]["image/png"]).startswith(b"\x89PNG")
+
+
+# --------------------------------------------------------------------------- plot and offers
+def _lines(panel) -> dict[str, object]:
+    return {line.get_label(): line for line in panel.figure.axes[0].lines
+            if not line.get_label().startswith("_")}
+
+
+def test_plot_draws_time_against_batch_size_with_measured_points_and_band(imported):
+    panel = what_if(imported, iterations=1000)
+    lines = _lines(panel)
+    assert set(lines) == {"T4 (extrapolated)", "T4 (interpolated)",
+                          "measured (× the job's iterations)"}
+    assert list(lines["T4 (extrapolated)"].get_xdata()) == [8, 16, 32, 64, 128, 256, 512]
+    assert lines["T4 (extrapolated)"].get_linestyle() == "--"
+    assert list(lines["T4 (interpolated)"].get_xdata()) == [16, 32, 64, 128]
+    assert lines["T4 (interpolated)"].get_linestyle() == "-"
+    points = lines["measured (× the job's iterations)"]
+    # The imported per-step times (0.01 + 0.001 × batch) × the job's 1,000 iterations.
+    assert list(points.get_xdata()) == [16, 32, 64, 128]
+    assert list(points.get_ydata()) == pytest.approx([26, 42, 74, 138])
+    assert len(panel.figure.axes[0].collections) == 1  # the interval band
+    assert "image/png" in panel.plot.outputs[0]["data"]
+    before = list(lines["T4 (extrapolated)"].get_ydata())
+    panel.iterations.value = 2000
+    after = list(_lines(panel)["T4 (extrapolated)"].get_ydata())
+    assert after == pytest.approx([2 * t for t in before])
+
+
+def test_plot_keeps_the_measured_device_beside_a_chosen_gpu(store):
+    # Runs profiled on the CPU have no GPU name; with pandas' text dtype it reads as NaN.
+    panel = what_if(store)
+    panel.gpu.value = next(g for g in panel.gpu.options if "A100" in str(g))
+    lines = _lines(panel)
+    here = [name for name in lines if name.startswith(panel._here)]
+    assert here and all(len(lines[name].get_xdata()) > 0 for name in here)
+    assert len(lines["measured (× the job's iterations)"].get_xdata()) == 3
+    assert any("A100" in name and "transfer" in name for name in lines)
+
+
+def test_measured_points_are_the_robust_times_the_model_learns(tmp_path):
+    """A stall in a profiled run moves neither the model nor the plotted point."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    path = tmp_path / "stalls.sqlite"
+    for batch, steady in ((16, 0.01), (32, 0.02)):
+        durations = [0.5] + [steady] * 18 + [40 * steady]  # warm-up, steady, one stall
+        gm.Store(path).save_run(Run(
+            network="mlp", batch_size=batch, created_at="2026-11-01T00:00:00+00:00",
+            iterations=[IterationRecord(i, d, batch, warmup=i == 0)
+                        for i, d in enumerate(durations)]))
+    panel = what_if(path, iterations=1000)
+    points = _lines(panel)["measured (× the job's iterations)"]
+    assert list(points.get_xdata()) == [16, 32]
+    # The trimmed steady mean (0.01 and 0.02 s), not the raw mean with the stall (~0.03, 0.06).
+    assert list(points.get_ydata()) == pytest.approx([10.0, 20.0])
+    runs = gm.Store(path).runs()
+    robust = gm.predict.robust_times(gm.Store(path), runs) / runs["iterations"]
+    assert list(robust) == pytest.approx([0.01, 0.02])
+
+
+def test_plot_adds_the_chosen_gpu_as_a_transfer(imported):
+    panel = what_if(imported, iterations=1000)
+    panel.gpu.value = "NVIDIA A10G"
+    lines = _lines(panel)
+    assert "NVIDIA A10G (transfer)" in lines and "T4 (interpolated)" in lines
+    assert lines["NVIDIA A10G (transfer)"].get_linestyle() == "--"
+    assert len(panel.figure.axes[0].collections) == 2
+    panel.deadline.value = 1
+    assert list(_lines(panel)["deadline"].get_ydata()) == [3600, 3600]

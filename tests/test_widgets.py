@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import pytest
+from conftest import _per_step_times
 
 import gpuperf_magics as gm
 from gpuperf_magics.hardware.catalog import UnknownGPUError
@@ -15,26 +14,15 @@ from gpuperf_magics.widgets import WhatIfPanel, what_if
 ASSUMED = "no dataset size recorded for 'resnet': assuming 50,000 samples per epoch"
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, profile_mlp):
-    path = tmp_path_factory.mktemp("widgets") / "runs.sqlite"
-    profile_mlp(path, [8, 16, 32])
-    return path
-
-
-def _per_step_times(network: str, **columns: object) -> pd.DataFrame:
-    """Per-iteration times of an imported trace: no iterations column, no dataset size."""
-    batches = [16, 32, 64, 128]
-    return pd.DataFrame({"network": network, "batch_size": batches,
-                         "time_s": [0.01 + 0.001 * b for b in batches], **columns})
+# The what-if panel's two stores (conftest): real profiled CPU runs, imported T4 rows.
+@pytest.fixture
+def store(mlp_runs_store):
+    return mlp_runs_store
 
 
 @pytest.fixture
-def imported(tmp_path):
-    """A store of imported T4 measurements, which record no dataset size."""
-    path = tmp_path / "imported.sqlite"
-    gm.Store(path).import_table(_per_step_times("resnet"), gpu="T4")
-    return path
+def imported(imported_t4_store):
+    return imported_t4_store
 
 
 def _import_unfittable(path) -> None:
@@ -65,18 +53,6 @@ def test_panel_answers_and_follows_the_controls(store):
     assert "transfer" in one_gpu
     panel.gpu_count.value = 4
     assert "transfer" in panel.text and panel.text != one_gpu
-
-
-def test_switching_to_iterations_keeps_the_job_and_then_follows_the_field(store):
-    panel = what_if(store)
-    assert "for 80 iterations" in panel.text
-    panel.length.value = "iterations"
-    assert "for 80 iterations" in panel.text
-    assert panel.epochs.disabled and panel.samples.disabled and not panel.iterations.disabled
-    panel.iterations.value = 1234
-    assert "for 1,234 iterations" in panel.text
-    panel.batch_size.value = 8  # the job stays 1,234 iterations long
-    assert "for 1,234 iterations" in panel.text
 
 
 def test_assumed_dataset_size_is_shown_until_samples_is_set(imported):
@@ -113,16 +89,6 @@ def test_a_network_without_dataset_size_does_not_inherit_another_ones(store, tmp
     assert panel.gpu.value == "T4"  # the measured device of the new network
 
 
-def test_starting_values_open_the_panel_where_asked(store):
-    panel = what_if(store, batch_size=48, gpus=["T4"], epochs=3, samples=1000)
-    assert panel.batch_size.value == 48
-    assert panel.gpu.value == "Tesla T4"
-    assert panel.epochs.value == 3 and panel.samples.value == 1000
-    # 3 epochs × ceil(1000 / 48) = 21 iterations each.
-    assert "for 63 iterations" in panel.text and "transfer" in panel.text
-    assert "note:" not in panel.text
-
-
 def test_starting_gpus_are_matched_tolerantly_and_listed_first(store):
     panel = what_if(store, gpus=["a100 80gb", "T4"], gpu_count=2)
     assert panel.gpu.value == "NVIDIA A100-SXM4-80GB"
@@ -131,12 +97,6 @@ def test_starting_gpus_are_matched_tolerantly_and_listed_first(store):
     assert panel.gpu_count.value == 2 and "transfer" in panel.text
     panel.gpu.value = "Tesla T4"
     assert "transfer" in panel.text
-
-
-def test_starting_iterations_open_the_panel_in_iterations(store):
-    panel = WhatIfPanel(store, "mlp", iterations=500, batch_size=8)
-    assert panel.length.value == "iterations" and panel.iterations.value == 500
-    assert "for 500 iterations" in panel.text
 
 
 def test_gpu_count_on_a_cpu_answer_says_it_is_unused(store):
@@ -150,39 +110,6 @@ def test_the_measured_gpu_asked_for_by_another_name_is_the_measured_device(impor
     panel = what_if(imported, gpus=["tesla t4"])
     assert panel.gpu.value == "T4" and "Tesla T4" not in panel.gpu.options
     assert "transfer" not in panel.text
-
-
-@pytest.mark.parametrize(("name", "value", "message"), [
-    ("batch_size", 0, "finite positive"),
-    ("batch_size", -8, "finite positive"),
-    ("batch_size", 48.5, "whole number"),
-    ("batch_size", True, "must be a number"),
-    ("batch_size", "48", "must be a number"),
-    ("batch_size", 2_000_000, "between 1 and 1,000,000"),
-    ("gpu_count", 0, "finite positive"),
-    ("gpu_count", 4096, "between 1 and 1,024"),
-    ("epochs", math.nan, "finite positive"),
-    ("epochs", math.inf, "finite positive"),
-    ("epochs", 0.001, "between 0.01 and 1,000,000"),
-    ("iterations", -1, "finite positive"),
-    ("samples", 0, "finite positive"),
-    ("samples", 10**13, "between 1 and 1,000,000,000,000"),
-])
-def test_invalid_starting_values_are_refused(store, name, value, message):
-    with pytest.raises(ValueError, match=message) as info:
-        what_if(store, **{name: value})
-    assert name in str(info.value)
-
-
-def test_whole_floats_are_accepted_as_whole_numbers(store):
-    panel = what_if(store, batch_size=16.0, samples=512.0)
-    assert panel.batch_size.value == 16 and panel.samples.value == 512
-    assert "for 320 iterations" in panel.text
-
-
-def test_iterations_and_epochs_together_are_refused(store):
-    with pytest.raises(ValueError, match="either iterations or epochs"):
-        what_if(store, iterations=100, epochs=2)
 
 
 def test_unknown_gpu_is_refused_with_close_matches(store):
@@ -270,76 +197,6 @@ def test_magic_widget_errors_are_usage_errors(ip, store, line, message):
         ip.run_line_magic("predict_time", f"--store {store} -w {line}")
 
 
-# --------------------------------------------------------------------------- plot and offers
-def _lines(panel) -> dict[str, object]:
-    return {line.get_label(): line for line in panel.figure.axes[0].lines
-            if not line.get_label().startswith("_")}
-
-
-def test_plot_draws_time_against_batch_size_with_measured_points_and_band(imported):
-    panel = what_if(imported, iterations=1000)
-    lines = _lines(panel)
-    assert set(lines) == {"T4 (extrapolated)", "T4 (interpolated)",
-                          "measured (× the job's iterations)"}
-    assert list(lines["T4 (extrapolated)"].get_xdata()) == [8, 16, 32, 64, 128, 256, 512]
-    assert lines["T4 (extrapolated)"].get_linestyle() == "--"
-    assert list(lines["T4 (interpolated)"].get_xdata()) == [16, 32, 64, 128]
-    assert lines["T4 (interpolated)"].get_linestyle() == "-"
-    points = lines["measured (× the job's iterations)"]
-    # The imported per-step times (0.01 + 0.001 × batch) × the job's 1,000 iterations.
-    assert list(points.get_xdata()) == [16, 32, 64, 128]
-    assert list(points.get_ydata()) == pytest.approx([26, 42, 74, 138])
-    assert len(panel.figure.axes[0].collections) == 1  # the interval band
-    assert "image/png" in panel.plot.outputs[0]["data"]
-    before = list(lines["T4 (extrapolated)"].get_ydata())
-    panel.iterations.value = 2000
-    after = list(_lines(panel)["T4 (extrapolated)"].get_ydata())
-    assert after == pytest.approx([2 * t for t in before])
-
-
-def test_plot_keeps_the_measured_device_beside_a_chosen_gpu(store):
-    # Runs profiled on the CPU have no GPU name; with pandas' text dtype it reads as NaN.
-    panel = what_if(store)
-    panel.gpu.value = next(g for g in panel.gpu.options if "A100" in str(g))
-    lines = _lines(panel)
-    here = [name for name in lines if name.startswith(panel._here)]
-    assert here and all(len(lines[name].get_xdata()) > 0 for name in here)
-    assert len(lines["measured (× the job's iterations)"].get_xdata()) == 3
-    assert any("A100" in name and "transfer" in name for name in lines)
-
-
-def test_measured_points_are_the_robust_times_the_model_learns(tmp_path):
-    """A stall in a profiled run moves neither the model nor the plotted point."""
-    from gpuperf_magics.run import IterationRecord, Run
-
-    path = tmp_path / "stalls.sqlite"
-    for batch, steady in ((16, 0.01), (32, 0.02)):
-        durations = [0.5] + [steady] * 18 + [40 * steady]  # warm-up, steady, one stall
-        gm.Store(path).save_run(Run(
-            network="mlp", batch_size=batch, created_at="2026-11-01T00:00:00+00:00",
-            iterations=[IterationRecord(i, d, batch, warmup=i == 0)
-                        for i, d in enumerate(durations)]))
-    panel = what_if(path, iterations=1000)
-    points = _lines(panel)["measured (× the job's iterations)"]
-    assert list(points.get_xdata()) == [16, 32]
-    # The trimmed steady mean (0.01 and 0.02 s), not the raw mean with the stall (~0.03, 0.06).
-    assert list(points.get_ydata()) == pytest.approx([10.0, 20.0])
-    runs = gm.Store(path).runs()
-    robust = gm.predict.robust_times(gm.Store(path), runs) / runs["iterations"]
-    assert list(robust) == pytest.approx([0.01, 0.02])
-
-
-def test_plot_adds_the_chosen_gpu_as_a_transfer(imported):
-    panel = what_if(imported, iterations=1000)
-    panel.gpu.value = "NVIDIA A10G"
-    lines = _lines(panel)
-    assert "NVIDIA A10G (transfer)" in lines and "T4 (interpolated)" in lines
-    assert lines["NVIDIA A10G (transfer)"].get_linestyle() == "--"
-    assert len(panel.figure.axes[0].collections) == 2
-    panel.deadline.value = 1
-    assert list(_lines(panel)["deadline"].get_ydata()) == [3600, 3600]
-
-
 def test_offers_table_costs_marks_and_deadline_follow_the_controls(imported):
     panel = what_if(imported, iterations=10_000)
     frame = panel.offers.frame
@@ -376,21 +233,6 @@ def test_a_users_prices_join_the_offers(imported, tmp_path):
         what_if(imported, prices=path)
 
 
-def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
-    panel = what_if(imported, iterations=1000)
-    choices = dict(panel.instances.options)
-    ultra = {label: value for label, value in choices.items() if "a3-ultragpu-8g" in label}
-    assert sorted(ultra.values()) == ["gcp a3-ultragpu-8g (us-central1, on-demand)",
-                                      "gcp a3-ultragpu-8g (us-central1, spot)"]
-    assert all(("spot" in label) == ("spot" in value) for label, value in ultra.items())
-    assert choices["aws g5.xlarge (1× NVIDIA A10G, us-east-1, on-demand)"] == "g5.xlarge"
-    panel.instances.value = ["gcp a3-ultragpu-8g (us-central1, spot)", "g5.xlarge"]
-    frame = panel.offers.frame
-    assert list(frame["offer"][1:]) == ["aws g5.xlarge (us-east-1, on-demand)",
-                                        "gcp a3-ultragpu-8g (us-central1, spot)"]
-    assert list(frame["pricing"][1:]) == ["on-demand", "spot"]
-
-
 def test_a_price_file_is_validated_once_per_version_of_it(imported, tmp_path, monkeypatch):
     from gpuperf_magics.hardware import prices as prices_mod
 
@@ -414,19 +256,6 @@ def test_a_price_file_is_validated_once_per_version_of_it(imported, tmp_path, mo
     assert panel.offers.frame.set_index("instance").loc["t4-box", "usd_per_hour"] == 0.35
     panel.batch_size.value = 16
     assert len(checked) == 1
-
-
-def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
-    from gpuperf_magics.widgets import DEFAULT_OFFERS
-
-    path = tmp_path / "mine.csv"
-    path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
-                    "aws,us-east-1,g5.48xlarge,A10G,8,on-demand,9.0,2026-11-01,contract\n"
-                    "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
-    panel = what_if(imported, iterations=1000, prices=path)
-    chosen = list(panel.instances.value)
-    assert chosen[:2] == ["g5.48xlarge", "t4-box"]  # a replaced price and a new one
-    assert len(chosen) == DEFAULT_OFFERS and chosen[2] == "g4dn.xlarge"
 
 
 def test_changes_do_not_refit_the_model(imported, monkeypatch):

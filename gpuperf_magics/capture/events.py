@@ -102,6 +102,21 @@ def model_events(events: Iterable[tuple[Any, ...]], model_id: int,
     return out
 
 
+def iterations(events: Sequence[tuple[Any, ...]], model_id: int, sec: Callable[[int], float],
+               *, phases: bool, batch_sampled: bool) -> list[IterationRecord]:
+    """The iteration records of a raw log: marked by what :func:`detection` finds, from the
+    events of the model ``model_id`` (``sec``: the clock's token → seconds; ``phases``: split
+    each iteration; ``batch_sampled``: see :func:`step_iterations`)."""
+    marked_by = detection(events, model_id)
+    if marked_by == "none":
+        return []
+    mine = model_events(events, model_id, eval_mode_training(events, model_id))
+    if marked_by == "forward":
+        return forward_iterations(mine, sec)
+    ends = {STEP_END, SKIPPED} if marked_by == "optimizer_step" else {BWD_END}
+    return step_iterations(mine, sec, ends=ends, phases=phases, batch_sampled=batch_sampled)
+
+
 def forward_iterations(events: Sequence[Event],
                        sec: Callable[[int], float]) -> list[IterationRecord]:
     """Iterations marked by the model's timed forward calls alone (no backward, no step)."""

@@ -1,12 +1,15 @@
 """Class patches the recorder puts on for the life of a profiled block: what hooks cannot see.
 
-Each ``patch_*`` function patches one class and returns the undo. None of them is on a
-per-iteration path: a GradScaler update is once per step in an AMP loop at most, a DataLoader
-pass once per epoch, a process start once.
+Each ``patch_*`` function patches one class and returns the undo (and
+:func:`quiet_compile_hook_warning` a warnings filter). None of them is on a per-iteration path:
+a GradScaler update is once per step in an AMP loop at most, a DataLoader pass once per epoch,
+a process start once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,3 +117,20 @@ def loader_hyper(loaders: dict[int, LoaderUse]) -> dict[str, Any]:
         "loader_batch_size": loader.batch_size,
         "dataloader_workers": loader.num_workers,
     }
+
+
+def quiet_compile_hook_warning() -> Callable[[], None]:
+    """Silence torch's warning that global hooks fire twice for a ``torch.compile``'d module
+    (the recorder removes its global hooks before a compiled model's inner call); the undo."""
+    warnings.filterwarnings(
+        "ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
+        category=UserWarning,
+    )
+    added = warnings.filters[0]
+
+    def undo() -> None:
+        with contextlib.suppress(ValueError):
+            warnings.filters.remove(added)  # type: ignore[attr-defined]
+            warnings._filters_mutated()  # type: ignore[attr-defined]
+
+    return undo

@@ -7,7 +7,7 @@ a few attribute reads; none keeps a reference to what it looked at.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -57,6 +57,18 @@ def global_forward_hook(module_mod: Any, hook: Callable[..., None]) -> Any:
             hook(module, args, {}, output)
 
     return register(without_kwargs, always_call=True)
+
+
+def remove_global_hooks(handles: Iterable[Any]) -> None:
+    """Remove global module hooks registered by :func:`global_forward_hook` (or torch's
+    ``register_module_forward_pre_hook``), leaving no trace in torch's tables."""
+    from torch.nn.modules import module as module_mod
+
+    for h in handles:
+        h.remove()
+        # torch's handle forgets this dict (2.13): a stale id would keep every module
+        # off its fast path and make torch.compile'd modules warn for the process's life.
+        getattr(module_mod, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
 
 
 def dynamo_disabled(fn: Callable[..., None]) -> Callable[..., None]:

@@ -7,26 +7,23 @@ How (each point verified with torch 2.13 and IPython 9):
    is the *primary* one, the others are only counted.
 2. Until the first step (the *discovery* phase), global module forward hooks see the top-level
    training calls (outermost module, ``training`` mode, grad enabled) and their batch. At the
-   first step the model is the module owning the stepping optimizer's parameters; the global
-   module hooks are then removed (they slow every module call and split ``torch.compile``
-   graphs) and replaced by hooks on that one module, the outermost wrapper. A compiled
-   (``OptimizedModule``) model is adopted at its first call, before Dynamo traces it, so the
-   global hooks are never part of its guards.
+   first step the model is the module owning the stepping optimizer's parameters
+   (:mod:`.discovery`); the global module hooks are then removed (they slow every module call
+   and split ``torch.compile`` graphs) and replaced by hooks on that one module, the outermost
+   wrapper. A compiled (``OptimizedModule``) model is adopted at its first call, before
+   Dynamo traces it, so the global hooks are never part of its guards.
 3. Without any ``torch.optim`` step, the end of each backward pass marks iterations; without a
    backward pass, each top-level training forward call does.
 
 Everything on the per-iteration path is a few attribute updates and one clock mark; all
-interpretation happens in :meth:`Recorder.iterations` after the cell.
+interpretation happens in :meth:`Recorder.iterations` after the cell (:mod:`.events`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import warnings
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,6 +33,7 @@ from gpuperf_magics.architecture.unwrap import unwrap
 from gpuperf_magics.capture import events as _events
 from gpuperf_magics.capture.batch import batch_of, first_tensor
 from gpuperf_magics.capture.clock import Clock, make_clock, make_peak_memory
+from gpuperf_magics.capture.discovery import ADOPT_AFTER_CALLS, Candidate, choose_model
 from gpuperf_magics.capture.events import (
     BWD_END,
     BWD_START,
@@ -55,6 +53,7 @@ from gpuperf_magics.capture.patches import (
     patch_dataloader,
     patch_grad_scaler,
     patch_process_start,
+    quiet_compile_hook_warning,
 )
 from gpuperf_magics.capture.probes import (
     autocast_on,
@@ -65,6 +64,7 @@ from gpuperf_magics.capture.probes import (
     lr_of,
     opt_device,
     output_grad_fn,
+    remove_global_hooks,
 )
 from gpuperf_magics.run import IterationRecord
 
@@ -72,24 +72,9 @@ from gpuperf_magics.run import IterationRecord
 #: micro-batches (steps-only mode); later steps reuse the last pattern.
 BATCH_SAMPLE_STEPS = 32
 
-#: Top-level calls of one module seen before any optimizer step, after which it is adopted
-#: as the model even though nothing stepped yet (manual SGD loops, custom optimizers).
-_ADOPT_AFTER_CALLS = 8
-
 _is_grad_enabled = torch.is_grad_enabled
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", lambda: False)
 _Tensor = torch.Tensor
-
-
-@dataclass(slots=True)
-class _Candidate:
-    """A module seen as the outermost training call before the first optimizer step."""
-
-    module: nn.Module
-    calls: int
-    example: tuple[tuple[Any, ...], dict[str, Any]]  # the inputs of a call: (args, kwargs)
-    autocast: bool
-    from_eval: bool  # the example came from an eval() call
 
 
 class Recorder:
@@ -136,7 +121,7 @@ class Recorder:
         self._top: nn.Module | None = None
         self._inner_autocast = False  # autocast seen inside the current top-level call
         self._top_token: int | None = None
-        self._seen: dict[int, _Candidate] = {}  # by id() of the module
+        self._seen: dict[int, Candidate] = {}  # by id() of the module
         self._steps_since_update = 0
         self._steps_seen = 0
         #: Steps after which the batch was no longer read (None: read at every step).
@@ -152,11 +137,7 @@ class Recorder:
         self._active = True
         # Our global hooks are gone before a compiled model's inner call (see _g_pre), so
         # torch's warning that they would fire twice for it does not apply.
-        warnings.filterwarnings(
-            "ignore", message=r"Using `torch\.compile\(module\)` when there are global hooks",
-            category=UserWarning,
-        )
-        self._warning_filter = warnings.filters[0]
+        self._restore.append(quiet_compile_hook_warning())
         try:
             # When a user compiles around opt.step(), Dynamo would trace our hooks and break
             # the graph with a warning at the clock read; under tracing the hooks hand over
@@ -197,9 +178,6 @@ class Recorder:
         for undo in reversed(self._restore):
             undo()
         self._restore.clear()
-        with contextlib.suppress(ValueError):
-            warnings.filters.remove(self._warning_filter)  # type: ignore[attr-defined]
-            warnings._filters_mutated()  # type: ignore[attr-defined]
         if self.clock is not None:
             self.clock.finish()
         if self._memory is not None:
@@ -316,14 +294,7 @@ class Recorder:
     def _choose_primary(self, opt: Any) -> None:
         self.primary = opt
         self.optimizer_info = {"optimizer": type(opt).__name__, "lr": lr_of(opt)}
-        owned = {id(p) for g in opt.param_groups for p in g["params"]}
-        best, best_overlap = None, 0
-        for seen in self._seen.values():
-            overlap = sum(1 for p in seen.module.parameters() if id(p) in owned)
-            if overlap > best_overlap:
-                best, best_overlap = seen.module, overlap
-        if best is None and self.model is None and self._seen:
-            best = max(self._seen.values(), key=lambda c: c.calls).module
+        best = choose_model(opt, self._seen.values(), self.model)
         if best is not None and best is not self.model:
             self._adopt(best)
         elif self.model is not None and self._timed_hooks and not self.phases:
@@ -373,7 +344,7 @@ class Recorder:
             # A training call's inputs and autocast state describe the model, not an eval
             # call's (a validation pass before the loop).
             calls = entry.calls if entry is not None else 0
-            entry = self._seen[id(module)] = _Candidate(
+            entry = self._seen[id(module)] = Candidate(
                 module, calls, (tuple(args), dict(kwargs)),
                 autocast_on() or self._inner_autocast, not module.training)
         if not module.training:
@@ -386,17 +357,11 @@ class Recorder:
         self.events.append((FWD, self._top_token, batch_of(args, kwargs),
                             self._step_depth > 0, id(module)))
         self._after_forward(output)
-        if self.primary is None and self.model is None and entry.calls >= _ADOPT_AFTER_CALLS:
+        if self.primary is None and self.model is None and entry.calls >= ADOPT_AFTER_CALLS:
             self._adopt(module, timed=True)
 
     def _global_off(self) -> None:
-        from torch.nn.modules import module as module_mod
-
-        for h in self._global_handles:
-            h.remove()
-            # torch's handle forgets this dict (2.13): a stale id would keep every module
-            # off its fast path and make torch.compile'd modules warn for the process's life.
-            getattr(module_mod, "_global_forward_hooks_with_kwargs", {}).pop(h.id, None)
+        remove_global_hooks(self._global_handles)
         self._global_handles = []
 
     def _adopt(self, module: nn.Module, timed: bool = False) -> None:
@@ -501,16 +466,11 @@ class Recorder:
 
     def iterations(self) -> list[IterationRecord]:
         """Iteration records interpreted from the event log (call after :meth:`close`)."""
-        clock = self.clock
-        detection = self.detection
-        if clock is None or detection == "none":
+        if self.clock is None:
             return []
-        events = _events.model_events(self.events, id(self.model), self.eval_mode_training)
-        if detection == "forward":
-            return _events.forward_iterations(events, clock.seconds)
-        ends = {STEP_END, SKIPPED} if detection == "optimizer_step" else {BWD_END}
-        return _events.step_iterations(events, clock.seconds, ends=ends, phases=self.phases,
-                                       batch_sampled=self.batch_sampled_steps is not None)
+        return _events.iterations(self.events, id(self.model), self.clock.seconds,
+                                  phases=self.phases,
+                                  batch_sampled=self.batch_sampled_steps is not None)
 
     def hyper(self) -> dict[str, Any]:
         """Hyper-parameters seen in the loop (optimizer, lr, DataLoader passes and size)."""

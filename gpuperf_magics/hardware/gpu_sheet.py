@@ -63,7 +63,7 @@ def _read_csv(source: Any) -> pd.DataFrame:
 def _builtin() -> pd.DataFrame:
     frame = _read_csv(resources.files("gpuperf_magics.hardware").joinpath("gpus.csv"))
     table, errors = _validate(frame, required=COLUMNS[:1])
-    if errors:  # pragma: no cover - guarded by tests/test_catalog.py
+    if errors:  # pragma: no cover - guarded by tests/test_hardware_gpu_sheet.py
         raise RuntimeError("gpus.csv is invalid:\n" + "\n".join(errors))
     return table
 

@@ -1,27 +1,20 @@
-"""The GPU spec catalog: real device names, tolerant matching, user GPUs, sane figures."""
+"""What GPU a name refers to: real device names, tolerant spellings, documented defaults,
+ambiguous and unknown names with close matches, every name of the public datasets."""
 
 from __future__ import annotations
 
 import csv
-import math
 import pickle
-from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
+from test_hardware_gpu_sheet import _rows
 
 from gpuperf_magics.hardware import catalog
 from gpuperf_magics.hardware.catalog import UnknownGPUError
-from gpuperf_magics.hardware.gpu import architecture_name, cuda_cores_per_sm
 
-
-@pytest.fixture(autouse=True)
-def _no_user_gpus() -> Iterator[None]:
-    catalog.clear_user_gpus()
-    yield
-    catalog.clear_user_gpus()
-
+# No GPUs added by add_gpus before or during a test (conftest.no_user_gpus).
+pytestmark = pytest.mark.usefixtures("no_user_gpus")
 
 # Device names as NVML / torch.cuda.get_device_name() report them -> the catalog row.
 REAL_NAMES = {
@@ -280,49 +273,6 @@ def test_unknown_gpu_error_survives_pickling() -> None:
     assert copy.candidates == info.value.candidates
 
 
-def test_lookup_returns_plain_features_in_a_fresh_dict() -> None:
-    specs = catalog.lookup("NVIDIA A10G")
-    assert set(specs) == {"gpu_name"} | {c for c in catalog.COLUMNS if c.startswith("gpu_")}
-    assert specs["gpu_tf32_tflops"] is None  # not published for the A10G
-    assert type(specs["gpu_sm_count"]) is int
-    assert type(specs["gpu_fp32_tflops"]) is float
-    specs["gpu_fp32_tflops"] = -1.0
-    assert catalog.lookup("NVIDIA A10G")["gpu_fp32_tflops"] > 0
-
-
-def test_lookups_are_cached() -> None:
-    catalog.lookup("Tesla T4")
-    before = catalog._resolve.cache_info().hits
-    for _ in range(100):
-        catalog.lookup("Tesla T4")
-    assert catalog._resolve.cache_info().hits == before + 100
-
-
-def test_gpus_is_the_table_and_a_copy() -> None:
-    table = catalog.gpus()
-    assert list(table.columns) == list(catalog.COLUMNS)
-    assert table["name"].is_unique
-    assert str(table["gpu_sm_count"].dtype) == "Int64"
-    assert table["gpu_fp32_tflops"].dtype == "float64"
-    table.loc[0, "gpu_fp32_tflops"] = -1.0
-    assert (catalog.gpus()["gpu_fp32_tflops"] > 0).all()
-
-
-def test_the_package_exposes_gpus() -> None:
-    import gpuperf_magics
-
-    assert gpuperf_magics.gpus()["name"].tolist() == catalog.gpus()["name"].tolist()
-
-
-# ---------------------------------------------------------------- the figures themselves
-def _rows() -> list[dict]:
-    return catalog.gpus().to_dict("records")
-
-
-def _given(value: object) -> bool:
-    return value is not None and value is not pd.NA and not pd.isna(value)
-
-
 def test_every_row_resolves_to_itself_by_name_and_alias() -> None:
     for row in _rows():
         assert catalog.match(row["name"]) == row["name"]
@@ -337,89 +287,6 @@ def test_every_family_with_variants_has_a_default() -> None:
     for family, names in families.items():
         if len(names) > 1:
             assert catalog.match(family) in names, family
-
-
-def test_the_catalog_covers_at_least_120_gpus_each_with_a_source() -> None:
-    rows = _rows()
-    assert len(rows) >= 120
-    assert all(row["source"].strip() for row in rows)
-    kinds = {row["form_factor"] for row in rows}
-    assert {"PCIe", "SXM2", "SXM4", "SXM5", "laptop"} <= kinds
-    names = {row["name"] for row in rows}
-    for name in ("Tesla K40c", "Tesla P40", "NVIDIA A800-SXM4-80GB", "NVIDIA H800", "NVIDIA H20",
-                 "NVIDIA L20", "NVIDIA GH200 480GB", "NVIDIA B200", "NVIDIA GB200",
-                 "Quadro M6000", "Quadro P6000", "Quadro RTX 8000", "NVIDIA RTX A5000",
-                 "NVIDIA RTX 2000 Ada Generation",
-                 "NVIDIA RTX PRO 6000 Blackwell Workstation Edition",
-                 "NVIDIA GeForce GTX 980 Ti", "NVIDIA GeForce GTX 1050 Ti",
-                 "NVIDIA GeForce GTX 1660 SUPER", "NVIDIA GeForce RTX 2060 SUPER",
-                 "NVIDIA GeForce RTX 3080 Ti", "NVIDIA GeForce RTX 4080 SUPER",
-                 "NVIDIA GeForce RTX 5090", "NVIDIA GeForce GTX TITAN X",
-                 "NVIDIA TITAN X (Pascal)", "NVIDIA TITAN Xp", "NVIDIA TITAN V",
-                 "NVIDIA TITAN RTX", "NVIDIA GeForce RTX 4090 Laptop GPU"):
-        assert name in names, name
-
-
-def test_every_row_has_the_required_figures_and_a_source() -> None:
-    for row in _rows():
-        for column in catalog.REQUIRED:
-            assert _given(row[column]) and row[column] != "", (row["name"], column)
-        assert row["source"], row["name"]
-        assert row["gpu_bandwidth_gbs"] > 0 and row["gpu_memory_gb"] > 0
-        assert 2010 <= row["gpu_release_year"] <= 2030
-
-
-def test_fp32_peak_is_cores_times_two_times_boost_clock() -> None:
-    without_clock = set()
-    for row in _rows():
-        if not _given(row["gpu_clock_mhz"]):
-            # Boost clocks NVIDIA does not publish are left empty, deliberately, and said so.
-            assert "clock" in row["notes"] and "left empty" in row["notes"], row["name"]
-            without_clock.add(row["name"])
-            continue
-        computed = row["gpu_cuda_cores"] * 2 * row["gpu_clock_mhz"] / 1e6
-        assert row["gpu_fp32_tflops"] == pytest.approx(computed, rel=0.03), row["name"]
-    assert {"NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA B200"} <= without_clock
-
-
-def test_cores_and_architecture_agree_with_the_compute_capability() -> None:
-    # The same tables gpuperf_magics.hardware.gpu uses for devices it detects.
-    for row in _rows():
-        major, minor = divmod(round(row["gpu_compute_capability"] * 10), 10)
-        assert row["gpu_architecture"] == architecture_name(major, minor), row["name"]
-        if not _given(row["gpu_sm_count"]):
-            assert not _given(row["gpu_cuda_cores"]), row["name"]
-            assert "SM count" in row["notes"] and "left empty" in row["notes"], row["name"]
-            continue
-        per_sm = cuda_cores_per_sm(major, minor)
-        assert row["gpu_cuda_cores"] == row["gpu_sm_count"] * per_sm, row["name"]
-
-
-def test_tensor_peaks_fit_the_architecture() -> None:
-    for row in _rows():
-        capability = row["gpu_compute_capability"]
-        if _given(row["gpu_tf32_tflops"]):
-            assert capability >= 8.0, row["name"]
-            assert row["gpu_tf32_tflops"] >= row["gpu_fp32_tflops"] * 0.99, row["name"]
-        elif capability >= 8.0:
-            # Only GPUs whose tensor peaks NVIDIA does not publish (or the catalog could not
-            # check) may lack them, and the notes say so.
-            assert "left empty" in row["notes"], row["name"]
-        if _given(row["gpu_fp16_tflops"]):
-            assert row["gpu_fp16_tflops"] > row["gpu_fp32_tflops"], row["name"]
-            if _given(row["gpu_tf32_tflops"]):
-                assert row["gpu_fp16_tflops"] >= row["gpu_tf32_tflops"], row["name"]
-
-
-def test_the_datasets_gpus_are_in_the_catalog() -> None:
-    # lattuada2022's GFLOPS figures: whole K80/M60 boards at base clock, the others at the
-    # catalog's clock.
-    k80, m60 = catalog.lookup("Tesla K80"), catalog.lookup("Tesla M60")
-    assert 2 * k80["gpu_cuda_cores"] * 2 * 560 / 1e6 == pytest.approx(5.591, rel=1e-3)
-    assert 2 * m60["gpu_cuda_cores"] * 2 * 899 / 1e6 == pytest.approx(7.365, rel=1e-3)
-    assert catalog.lookup("GeForce GTX 1080 Ti")["gpu_fp32_tflops"] == pytest.approx(11.339, 1e-3)
-    assert catalog.lookup("Quadro P600")["gpu_fp32_tflops"] == pytest.approx(1.195, rel=0.01)
-    assert catalog.lookup("GeForce GT 750M")["gpu_fp32_tflops"] == pytest.approx(0.742, 1e-2)
 
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -474,155 +341,3 @@ def test_every_gpu_named_in_the_public_datasets_resolves_to_its_row() -> None:
     }
     for spelling, name in readme.items():
         assert catalog.match(spelling) == name, spelling
-
-
-# ---------------------------------------------------------------- user GPUs
-USER_CSV = """\
-# my lab's GPUs
-name,aliases,gpu_compute_capability,gpu_memory_gb,gpu_bandwidth_gbs,gpu_fp32_tflops,source
-NVIDIA Example 9000,EX9K;Example Nine Thousand,8.9,32,1200,50.5,vendor sheet
-Tesla T4,,7.5,16,300,8.1,our measured bandwidth
-"""
-
-
-def test_add_gpus_from_a_csv_adds_and_overrides(tmp_path: Path) -> None:
-    path = tmp_path / "gpus.csv"
-    path.write_text(USER_CSV)
-    builtin_rows = len(catalog.gpus())
-    assert catalog.match("Example 9000") is None
-    assert catalog.add_gpus(path) == ["NVIDIA Example 9000", "Tesla T4"]
-    table = catalog.gpus()
-    assert len(table) == builtin_rows + 1  # the T4 replaced its built-in row
-    assert catalog.match("example-9000") == "NVIDIA Example 9000"
-    assert catalog.match("EX9K") == "NVIDIA Example 9000"
-    assert catalog.lookup("Example 9000")["gpu_fp32_tflops"] == 50.5
-    t4 = catalog.lookup("Tesla T4")
-    assert t4["gpu_bandwidth_gbs"] == 300.0
-    assert t4["gpu_sm_count"] == 40  # figures the row leaves empty keep the built-in ones
-    assert table.loc[table["name"] == "Tesla T4", "source"].item() == "our measured bandwidth"
-    catalog.clear_user_gpus()
-    assert catalog.match("Example 9000") is None
-    assert catalog.lookup("Tesla T4")["gpu_bandwidth_gbs"] == 320.0
-
-
-def test_add_gpus_from_a_dataframe_fills_the_source() -> None:
-    frame = pd.DataFrame(
-        [{"name": "Lab GPU", "gpu_memory_gb": 8, "gpu_bandwidth_gbs": 256.0, "gpu_fp32_tflops": 6}]
-    )
-    assert catalog.add_gpus(frame) == ["Lab GPU"]
-    row = catalog.gpus().set_index("name").loc["Lab GPU"]
-    assert row["source"] == "user-supplied"
-    assert pd.isna(row["gpu_tf32_tflops"])
-    assert catalog.lookup("lab gpu")["gpu_memory_gb"] == 8.0
-
-
-def test_a_later_add_replaces_an_earlier_one() -> None:
-    base = {"gpu_memory_gb": 8, "gpu_bandwidth_gbs": 256, "gpu_fp32_tflops": 6}
-    catalog.add_gpus(pd.DataFrame([{"name": "Lab GPU", **base}]))
-    catalog.add_gpus(pd.DataFrame([{"name": "Lab GPU", **base, "gpu_fp32_tflops": 7}]))
-    assert catalog.lookup("Lab GPU")["gpu_fp32_tflops"] == 7.0
-    assert (catalog.gpus()["name"] == "Lab GPU").sum() == 1
-
-
-BAD_CSV = """\
-name,gpu_compute_capability,gpu_memory_gb,gpu_bandwidth_gbs,gpu_fp32_tflops,gpu_tf32_tflops,gpu_sm_count
-Good GPU,8.0,40,1500,19.5,156,108
-Slow GPU,7.0,16,fast,15.7,,80
-Negative GPU,8.6,24,600,-1,,72
-Old TF32 GPU,7.5,16,320,8.1,65,40
-,8.0,40,1500,19.5,,108
-Good GPU,8.0,40,1500,19.5,,108
-Half SM GPU,8.0,40,1500,19.5,,10.5
-No Memory GPU,8.0,,1500,19.5,,108
-"""
-
-
-def test_add_gpus_rejects_bad_rows_with_clear_errors(tmp_path: Path) -> None:
-    path = tmp_path / "bad.csv"
-    path.write_text(BAD_CSV)
-    before = catalog.gpus()
-    with pytest.raises(ValueError) as info:
-        catalog.add_gpus(path)
-    message = str(info.value)
-    assert str(path) in message
-    assert "row 2 ('Slow GPU'): 'gpu_bandwidth_gbs' must be a number, got 'fast'" in message
-    assert "row 3 ('Negative GPU'): 'gpu_fp32_tflops' must be a finite number > 0" in message
-    assert "row 4 ('Old TF32 GPU'): 'gpu_tf32_tflops' given but TF32" in message
-    assert "row 5: 'name' is empty" in message
-    assert "row 6 ('Good GPU'): duplicate name" in message
-    assert "row 7 ('Half SM GPU'): 'gpu_sm_count' must be a whole number" in message
-    assert "row 8 ('No Memory GPU'): 'gpu_memory_gb' is required" in message
-    assert "row 1" not in message
-    pd.testing.assert_frame_equal(catalog.gpus(), before)  # nothing was added
-    assert catalog.match("Good GPU") is None
-
-
-def test_add_gpus_rejects_unknown_and_missing_columns() -> None:
-    with pytest.raises(ValueError, match=r"unknown column\(s\) 'tflops'.*allowed: name"):
-        catalog.add_gpus(pd.DataFrame([{"name": "X", "tflops": 1.0}]))
-    with pytest.raises(ValueError, match="missing required column"):
-        catalog.add_gpus(pd.DataFrame([{"name": "X", "gpu_fp32_tflops": 1.0}]))
-    with pytest.raises(ValueError, match="no GPU rows"):
-        catalog.add_gpus(pd.DataFrame(columns=["name"]))
-
-
-def test_builtin_table_passes_the_user_validation() -> None:
-    table = catalog.gpus()
-    _, errors = catalog._validate(table.astype(object), required=catalog.REQUIRED)
-    assert errors == []
-    assert not any(math.isnan(v) for v in table["gpu_fp32_tflops"])
-
-
-def test_a_partial_row_corrects_a_builtin_gpu_and_keeps_the_rest() -> None:
-    import pandas as pd
-
-    try:
-        names = catalog.add_gpus(pd.DataFrame([{
-            "name": "tesla t4", "gpu_memory_gb": 16, "gpu_bandwidth_gbs": 300,
-            "gpu_fp32_tflops": 8.1}]))
-        assert names == ["Tesla T4"]  # the canonical spelling stays
-        row = catalog.lookup("T4")  # the built-in aliases still resolve
-        assert row["gpu_name"] == "Tesla T4" and row["gpu_bandwidth_gbs"] == 300
-        assert row["gpu_architecture"] == "Turing" and row["gpu_sm_count"] == 40
-        assert row["gpu_fp16_tflops"] == 65
-        source = catalog.gpus().set_index("name").loc["Tesla T4", "source"]
-        assert source.startswith("user-supplied; other figures: ")
-    finally:
-        catalog.clear_user_gpus()
-
-
-# ------------------------------------------------------- canonical names for every caller
-def test_canonical_name_is_the_catalogs_spelling() -> None:
-    assert catalog.canonical_name("t4") == "Tesla T4"
-    assert catalog.canonical_name("NVIDIA A100-SXM4-80GB MIG 1g.10gb") == "NVIDIA A100-SXM4-80GB"
-    with pytest.raises(UnknownGPUError, match="Close matches"):
-        catalog.canonical_name("V1OO")
-    with pytest.raises(UnknownGPUError, match="ambiguous"):
-        catalog.canonical_name("RTX 6000")
-
-
-def test_canonical_names_keep_order_and_drop_repeats() -> None:
-    assert catalog.canonical_names(["T4", "v100", "tesla t4", "Tesla T4"]) == [
-        "Tesla T4", "Tesla V100-SXM2-16GB"]
-    assert catalog.canonical_names("a100 80gb") == ["NVIDIA A100-SXM4-80GB"]
-    assert catalog.canonical_names(None) == [] and catalog.canonical_names([]) == []
-    assert catalog.canonical_names(iter(["L4"])) == ["NVIDIA L4"]
-    with pytest.raises(UnknownGPUError):
-        catalog.canonical_names(["T4", "A10O"])
-    with pytest.raises(ValueError, match=r"GPU names \(strings\), got 4090"):
-        catalog.canonical_names([4090])  # type: ignore[list-item]
-
-
-def test_find_gives_the_figures_or_none() -> None:
-    row = catalog.find("tesla t4")
-    assert row == catalog.lookup("T4") and row is not catalog.find("T4")
-    for name in ("V1OO", "RTX 6000", "", "  ", None, math.nan):
-        assert catalog.find(name) is None, name  # type: ignore[arg-type]
-
-
-def test_a_user_gpu_is_found_by_its_name() -> None:
-    catalog.add_gpus(pd.DataFrame([{"name": "Lab GPU 9000", "gpu_memory_gb": 48,
-                                    "gpu_bandwidth_gbs": 900, "gpu_fp32_tflops": 40}]))
-    assert catalog.canonical_name("lab gpu 9000") == "Lab GPU 9000"
-    found = catalog.find("Lab GPU 9000")
-    assert found is not None and found["gpu_fp32_tflops"] == 40

@@ -1,0 +1,110 @@
+"""The what-if panel's controls (gpuperf_magics.panel_controls): starting values and their
+bounds, the job-length rules, the offers to choose from and those chosen when it opens."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpuperf_magics.widgets import WhatIfPanel, what_if
+
+
+# The what-if panel's two stores (conftest): real profiled CPU runs, imported T4 rows.
+@pytest.fixture
+def store(mlp_runs_store):
+    return mlp_runs_store
+
+
+@pytest.fixture
+def imported(imported_t4_store):
+    return imported_t4_store
+
+
+def test_switching_to_iterations_keeps_the_job_and_then_follows_the_field(store):
+    panel = what_if(store)
+    assert "for 80 iterations" in panel.text
+    panel.length.value = "iterations"
+    assert "for 80 iterations" in panel.text
+    assert panel.epochs.disabled and panel.samples.disabled and not panel.iterations.disabled
+    panel.iterations.value = 1234
+    assert "for 1,234 iterations" in panel.text
+    panel.batch_size.value = 8  # the job stays 1,234 iterations long
+    assert "for 1,234 iterations" in panel.text
+
+
+def test_starting_values_open_the_panel_where_asked(store):
+    panel = what_if(store, batch_size=48, gpus=["T4"], epochs=3, samples=1000)
+    assert panel.batch_size.value == 48
+    assert panel.gpu.value == "Tesla T4"
+    assert panel.epochs.value == 3 and panel.samples.value == 1000
+    # 3 epochs × ceil(1000 / 48) = 21 iterations each.
+    assert "for 63 iterations" in panel.text and "transfer" in panel.text
+    assert "note:" not in panel.text
+
+
+def test_starting_iterations_open_the_panel_in_iterations(store):
+    panel = WhatIfPanel(store, "mlp", iterations=500, batch_size=8)
+    assert panel.length.value == "iterations" and panel.iterations.value == 500
+    assert "for 500 iterations" in panel.text
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("batch_size", 0, "finite positive"),
+    ("batch_size", -8, "finite positive"),
+    ("batch_size", 48.5, "whole number"),
+    ("batch_size", True, "must be a number"),
+    ("batch_size", "48", "must be a number"),
+    ("batch_size", 2_000_000, "between 1 and 1,000,000"),
+    ("gpu_count", 0, "finite positive"),
+    ("gpu_count", 4096, "between 1 and 1,024"),
+    ("epochs", math.nan, "finite positive"),
+    ("epochs", math.inf, "finite positive"),
+    ("epochs", 0.001, "between 0.01 and 1,000,000"),
+    ("iterations", -1, "finite positive"),
+    ("samples", 0, "finite positive"),
+    ("samples", 10**13, "between 1 and 1,000,000,000,000"),
+])
+def test_invalid_starting_values_are_refused(store, name, value, message):
+    with pytest.raises(ValueError, match=message) as info:
+        what_if(store, **{name: value})
+    assert name in str(info.value)
+
+
+def test_whole_floats_are_accepted_as_whole_numbers(store):
+    panel = what_if(store, batch_size=16.0, samples=512.0)
+    assert panel.batch_size.value == 16 and panel.samples.value == 512
+    assert "for 320 iterations" in panel.text
+
+
+def test_iterations_and_epochs_together_are_refused(store):
+    with pytest.raises(ValueError, match="either iterations or epochs"):
+        what_if(store, iterations=100, epochs=2)
+
+
+def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
+    panel = what_if(imported, iterations=1000)
+    choices = dict(panel.instances.options)
+    ultra = {label: value for label, value in choices.items() if "a3-ultragpu-8g" in label}
+    assert sorted(ultra.values()) == ["gcp a3-ultragpu-8g (us-central1, on-demand)",
+                                      "gcp a3-ultragpu-8g (us-central1, spot)"]
+    assert all(("spot" in label) == ("spot" in value) for label, value in ultra.items())
+    assert choices["aws g5.xlarge (1× NVIDIA A10G, us-east-1, on-demand)"] == "g5.xlarge"
+    panel.instances.value = ["gcp a3-ultragpu-8g (us-central1, spot)", "g5.xlarge"]
+    frame = panel.offers.frame
+    assert list(frame["offer"][1:]) == ["aws g5.xlarge (us-east-1, on-demand)",
+                                        "gcp a3-ultragpu-8g (us-central1, spot)"]
+    assert list(frame["pricing"][1:]) == ["on-demand", "spot"]
+
+
+def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
+    from gpuperf_magics.widgets import DEFAULT_OFFERS
+
+    path = tmp_path / "mine.csv"
+    path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
+                    "aws,us-east-1,g5.48xlarge,A10G,8,on-demand,9.0,2026-11-01,contract\n"
+                    "acme,eu,t4-box,T4,1,on-demand,0.25,2026-11-01,quote\n")
+    panel = what_if(imported, iterations=1000, prices=path)
+    chosen = list(panel.instances.value)
+    assert chosen[:2] == ["g5.48xlarge", "t4-box"]  # a replaced price and a new one
+    assert len(chosen) == DEFAULT_OFFERS and chosen[2] == "g4dn.xlarge"
