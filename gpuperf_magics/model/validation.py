@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuperf_magics.model.estimator import MEASURED_MAPE
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import Prepared
 from gpuperf_magics.model.local import (
-    SeriesIndex,
     axis_routes,
     candidates,
     family,
     reach,
     route,
 )
+from gpuperf_magics.model.network_fit import MEASURED_MAPE
+from gpuperf_magics.model.series import SeriesIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.model.default import DefaultModel, _Local
