@@ -37,8 +37,6 @@ from gpuperf_magics.model.network_fit import (
 from gpuperf_magics.model.pooled import MIN_NETWORKS, REQUIRED, PooledModel, fit_pooled
 from gpuperf_magics.model.transfer import PRIOR_TRANSFER_MAPE, TransferPrior, public_prior
 
-__all__ = ["MEASURED_MAPE", "GlobalModel", "NetworkFit", "PaperModel"]
-
 
 class GlobalModel(RegressorMixin, BaseEstimator):
     """Predict the seconds a training run takes from one regression per network.
