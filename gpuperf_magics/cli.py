@@ -261,9 +261,10 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     threshold = number("--threshold", args.threshold, positive=False)
     store = Store(args.store, must_exist=True)
-    fitted, runs = fit_store(store, args.network)
-    x, y = per_iteration_table(runs, fitted.features, robust_times(store, runs))
-    table = evaluate(fitted.model, x, y, args.scenario, column=args.column, threshold=threshold)
+    fit = fit_store(store, args.network)
+    runs = fit.runs
+    x, y = per_iteration_table(runs, fit.model.features, robust_times(store, runs))
+    table = evaluate(fit.model.model, x, y, args.scenario, column=args.column, threshold=threshold)
     # The error in percent, as every other error the package prints.
     table["mape"] = table["mape"].map(lambda v: f"{100 * v:.1f}%")
     print(f"network {runs['network'].iloc[0]}: {len(runs)} run(s) in {store.path}; mape: "

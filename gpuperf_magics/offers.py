@@ -220,7 +220,7 @@ def offers(
 
     deadline_s = positive_number(deadline_s, "the deadline", error=PredictionError)
     chosen = _select(load_prices(prices), instances)
-    _, runs = fit_store(store, network)
+    runs = fit_store(store, network).runs
     net = str(runs["network"].iloc[0])
     if batch_size is None:
         known = runs["batch_size"].dropna()

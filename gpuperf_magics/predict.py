@@ -220,7 +220,8 @@ def predict_time(
     _check_job(batch_sizes, iterations, epochs, samples)
     from gpuperf_magics.model.monotone import monotone_in_batch
 
-    fitted, runs = fit_store(store, network)
+    fit = fit_store(store, network)
+    fitted, runs = fit.model, fit.runs
     model = fitted.model
     notes: list[str] = list(fitted.notes)
     measured_batches = sorted({int(b) for b in runs["batch_size"].dropna()})

@@ -380,7 +380,7 @@ class LivePrior:
             from gpuperf_magics.store_model import fit_store
 
             st = store if isinstance(store, Store) else Store(store)
-            _, runs = fit_store(st, network)
+            runs = fit_store(st, network).runs
             net = str(runs["network"].iloc[0])
         except Exception:  # no store, no run, no model: the cell runs all the same
             return None

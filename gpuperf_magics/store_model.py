@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.model import TrainingTimeModel
 
 __all__ = [
+    "StoreFit",
     "StoreModel",
     "fit_store",
     "per_iteration_table",
@@ -191,15 +192,35 @@ class StoreModel:
     notes: list[str]
 
 
-def fit_store(
-    store: Any = None, network: str | None = None
-) -> tuple[StoreModel, pd.DataFrame]:
+class StoreFit(NamedTuple):
+    """What :func:`fit_store` returns: one network's fitted model and the runs it learnt from.
+
+    Attributes
+    ----------
+    model : StoreModel
+        The fitted model and how the store's runs feed it (``model.model`` is the
+        :class:`~gpuperf_magics.model.TrainingTimeModel`).
+    runs : DataFrame
+        The network's completed runs the model was fitted on (runs no model can use left
+        out), in the store's order: the latest run is the last row.
+    """
+
+    model: StoreModel
+    runs: pd.DataFrame
+
+
+def fit_store(store: Any = None, network: str | None = None) -> StoreFit:
     """The model of one network fitted on a store's completed runs, and those runs.
 
     Each network gets its own model, on the features its own runs have; a run no model can use
     (no batch size; a CPU run among GPU runs) is left out with a note (``StoreModel.notes``).
     Cached per store file and network: a second call refits only if the store was written in
     between (its :meth:`~gpuperf_magics.Store.token` changed).
+
+    Returns
+    -------
+    StoreFit
+        ``model`` (a :class:`StoreModel`) and ``runs``; it unpacks as ``model, runs``.
 
     Raises
     ------
@@ -251,9 +272,10 @@ def fit_store(
 
     fitted = StoreModel(model, columns, precision_of(runs.tail(1))[0], steady_state(runs),
                         notes)
+    result = StoreFit(fitted, runs)
     with _LOCK:
-        _CACHE[key] = (fitted, runs)
-    return fitted, runs
+        _CACHE[key] = result
+    return result
 
 
 def resolve_network(runs: pd.DataFrame, network: str | None) -> str:

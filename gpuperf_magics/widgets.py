@@ -161,7 +161,8 @@ class WhatIfPanel(PanelControls):
 
         model = None
         try:
-            model, runs = self._fit_store(self.store, network)  # a StoreModel
+            fit = self._fit_store(self.store, network)
+            model, runs = fit.model, fit.runs  # model: a StoreModel
             self._error = None
         except (PredictionError, StoreError) as exc:
             self._error = str(exc)

@@ -9,8 +9,10 @@ import textwrap
 import pandas as pd
 import pytest
 from IPython.core.error import UsageError
+from test_predict import filled_store  # noqa: F401  (the fixture `filled`)
 
 import gpuperf_magics as gm
+from gpuperf_magics import predict
 
 SETUP = textwrap.dedent(
     """
@@ -330,3 +332,43 @@ def test_predict_time_without_any_store_yet_says_so(shell, tmp_path, monkeypatch
         shell.run_line_magic("predict_time", "")
     assert not (tmp_path / "xdg").exists()
 
+
+def test_magic_displays_table_and_flags(ip, filled, capsys):
+    ip.run_line_magic("predict_time", f"--store {filled}")
+    out = capsys.readouterr().out
+    assert "mlp: fitted on 4 run(s)" in out and "interpolation" in out
+    result = ip.run_line_magic(
+        "predict_time",
+        f'mlp --store {filled} --batch-size 16,48 --epochs 2 --samples 960 '
+        f'--gpu "T4,A100 80GB" --gpu-count 1 -q -o -v pred',
+    )
+    assert capsys.readouterr().out == ""
+    assert isinstance(result, predict.Prediction) and ip.user_ns["pred"] is result
+    assert list(result.frame["batch_size"]) == [16, 48] * 3
+    assert list(result.frame["iterations"])[:2] == [2 * 60, 2 * 20]
+    assert set(result.frame["kind"][2:]) == {"transfer"}
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("--batch-size 32,abc", "--batch-size expects integers"),
+        ("--set depth", "feature=finite number"),
+        ("nosuchnet", "known networks"),
+        ("--gpu 'Voodoo 5'", "Voodoo"),
+        ("-v 2x", "variable name"),
+        ("--epochs nan", "--epochs expects a finite positive number"),
+        ("--epochs inf", "--epochs expects a finite positive number"),
+        ("--iterations -5", "--iterations expects a finite positive whole number"),
+        ("--set depth=nan", "finite number"),
+    ],
+)
+def test_magic_usage_errors(ip, filled, line, message):
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("predict_time", f"--store {filled} {line}")
+
+
+def test_magic_help(ip):
+    doc = ip.find_line_magic("predict_time").__doc__
+    assert "--batch-size" in doc and "--gpu" in doc
+    assert doc.count("%predict_time [") == 1  # the usage magic_arguments writes, once

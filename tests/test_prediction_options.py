@@ -7,9 +7,10 @@ import shlex
 
 import pytest
 from IPython.core.error import UsageError
+from test_predict import filled_store  # noqa: F401  (the fixture `filled`)
 
 import gpuperf_magics as gm
-from gpuperf_magics import prediction_options
+from gpuperf_magics import predict, prediction_options
 from gpuperf_magics.cli import _parser, main
 from gpuperf_magics.run import IterationRecord, Run
 
@@ -83,3 +84,21 @@ def test_both_read_what_their_users_type_and_the_latest_partial_run(ip, store, c
     assert main(["predict", "--remaining", "--store", str(store.path), "--csv"]) == 0
     latest = ip.run_line_magic("predict_time", f"--store {store.path} --remaining -q -o")
     assert latest.run_id == 4 and capsys.readouterr().out.startswith("choice,")
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("32,64, 128", [32, 64, 128]), ("32 64", [32, 64]), (None, None)],
+)
+def test_parse_batch_sizes(text, expected):
+    assert predict.parse_batch_sizes(text) == expected
+
+
+def test_unquoted_names_and_lists_read_as_meant(ip, filled):
+    result = ip.run_line_magic(
+        "predict_time", f"mlp --store {filled} --batch-size 16, 48 --gpu A100 80GB --gpu T4 -q -o")
+    frame = result.frame
+    assert list(frame["batch_size"]) == [16, 48] * 3
+    assert list(dict.fromkeys(frame["gpu"].dropna())) == ["NVIDIA A100-SXM4-80GB", "Tesla T4"]
+    spaced = ip.run_line_magic("predict_time", f"mlp --store {filled} --batch-size 16 48 -q -o")
+    assert list(spaced.frame["batch_size"]) == [16, 48]

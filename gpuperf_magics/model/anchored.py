@@ -108,13 +108,28 @@ class AnchoredNetworkModel:
         groups: np.ndarray,
         arch: np.ndarray | None,
     ) -> None:
+        gpu_id = self._measured_gpus(features, len(y))
+        plain = features[self.plain].to_numpy(dtype=float)
+        w = 1.0 / y**2
+        rounds = 2 if self.uses_h and len(self._gpus) >= 2 and self.efficiency else 1
+        for r in range(rounds):
+            h = self.hardware(features) * np.exp(self._log_eta[gpu_id]) if self.uses_h else None
+            z, names = physical_terms(plain, self.plain, iterations, h, self._extra(features))
+            chosen = self._select_terms(z, names, iterations, y, groups, w)
+            if r == rounds - 1 or not self._refit_efficiency(z[:, chosen], y, w, gpu_id):
+                break
+        if arch is not None and self.uses_h:
+            self._fit_arch_efficiency(arch, gpu_id)
+
+    def _measured_gpus(self, features: pd.DataFrame, n_rows: int) -> np.ndarray:
+        """Set the hardware and plain columns and the measured GPUs; the GPU id of each row."""
         self.hw_cols = tuple(c for c in self.hw_cols if c in features.columns)
         self.uses_h = bool(self.hw_cols) and any(c in self.varying for c in self.hw_cols)
         self.plain = [c for c in self.varying if c not in self.hw_cols]
         self._gpus = np.empty((0, len(self.hw_cols)))
         self._log_eta = np.zeros(0)
         self._arch_log_eta: dict[str, float] = {}
-        gpu_id = np.zeros(len(y), dtype=int)
+        gpu_id = np.zeros(n_rows, dtype=int)
         if self.uses_h:
             # A column with one value per GPU (the disk of the machine that GPU sits in) cannot
             # be told apart from the GPU: leave the difference to the GPU's figures, which say
@@ -125,53 +140,58 @@ class AnchoredNetworkModel:
             )
             gpu_id = gpu_id.reshape(-1)
             self._log_eta = np.zeros(len(self._gpus))
-        plain = features[self.plain].to_numpy(dtype=float)
-        w = 1.0 / y**2
-        rounds = 2 if self.uses_h and len(self._gpus) >= 2 and self.efficiency else 1
-        for r in range(rounds):
-            h = self.hardware(features) * np.exp(self._log_eta[gpu_id]) if self.uses_h else None
-            z, names = physical_terms(plain, self.plain, iterations, h, self._extra(features))
-            if self.n_configs >= 4:
-                folds = group_folds(groups, min(5, self.n_configs), self.seed)
-                result = forward_select(
-                    z, y, folds, k_max=self.k_max, alpha=1e-6, penalise_scaled=True,
-                    weights=w, nonneg=True, intercept=False,
-                )
-                chosen = list(result.terms)
-                self.cv_mape = result.cv_mape
-            else:
-                chosen = self._few_terms(names, iterations)
-            self.terms = [names[i] for i in chosen]
-            self.coef, _ = solve_subset(
-                z[:, chosen], y, alpha=1e-6, penalise_scaled=True, weights=w, nonneg=True,
-                intercept=False,
+        return gpu_id
+
+    def _select_terms(self, z: np.ndarray, names: list[str], iterations: np.ndarray,
+                      y: np.ndarray, groups: np.ndarray, w: np.ndarray) -> list[int]:
+        """Choose the backbone's terms among ``z`` and fit their coefficients; the chosen."""
+        if self.n_configs >= 4:
+            folds = group_folds(groups, min(5, self.n_configs), self.seed)
+            result = forward_select(
+                z, y, folds, k_max=self.k_max, alpha=1e-6, penalise_scaled=True,
+                weights=w, nonneg=True, intercept=False,
             )
-            if r == rounds - 1:
-                break
-            # Per-GPU efficiency: the factor on the compute part that best fits each GPU's rows
-            # (spec sheets do not tell an old architecture's or a throttled GPU's efficiency).
-            gpu_part = np.array(["*h" in t or t == "it*h" for t in self.terms])
-            parts = z[:, chosen] * self.coef
-            compute = parts[:, gpu_part].sum(axis=1)
-            floor = parts[:, ~gpu_part].sum(axis=1)
-            if not np.any(compute > 0):
-                break
-            for g in range(len(self._gpus)):
-                rows = gpu_id == g
-                den = float(np.sum(w[rows] * compute[rows] ** 2))
-                if den > 0:
-                    num = float(np.sum(w[rows] * compute[rows] * (y[rows] - floor[rows])))
-                    ratio = np.clip(num / den, 0.1, 10.0) if num > 0 else 0.1
-                    self._log_eta[g] += np.log(ratio)
-            # Only ratios between GPUs are identified: centre so an unknown GPU gets the
-            # typical efficiency of the measured ones.
-            self._log_eta -= self._log_eta.mean()
-        if arch is not None and self.uses_h:
-            by_arch: dict[str, list[float]] = {}
-            for g in range(len(self._gpus)):
-                for a in {str(a) for a in arch[gpu_id == g] if isinstance(a, str) and a}:
-                    by_arch.setdefault(a, []).append(float(self._log_eta[g]))
-            self._arch_log_eta = {a: float(np.mean(v)) for a, v in by_arch.items()}
+            chosen = list(result.terms)
+            self.cv_mape = result.cv_mape
+        else:
+            chosen = self._few_terms(names, iterations)
+        self.terms = [names[i] for i in chosen]
+        self.coef, _ = solve_subset(
+            z[:, chosen], y, alpha=1e-6, penalise_scaled=True, weights=w, nonneg=True,
+            intercept=False,
+        )
+        return chosen
+
+    def _refit_efficiency(self, z_chosen: np.ndarray, y: np.ndarray, w: np.ndarray,
+                          gpu_id: np.ndarray) -> bool:
+        """Per-GPU efficiency: the factor on the compute part that best fits each GPU's rows
+        (spec sheets do not tell an old architecture's or a throttled GPU's efficiency).
+        False when the backbone has no compute part to scale."""
+        gpu_part = np.array(["*h" in t or t == "it*h" for t in self.terms])
+        parts = z_chosen * self.coef
+        compute = parts[:, gpu_part].sum(axis=1)
+        floor = parts[:, ~gpu_part].sum(axis=1)
+        if not np.any(compute > 0):
+            return False
+        for g in range(len(self._gpus)):
+            rows = gpu_id == g
+            den = float(np.sum(w[rows] * compute[rows] ** 2))
+            if den > 0:
+                num = float(np.sum(w[rows] * compute[rows] * (y[rows] - floor[rows])))
+                ratio = np.clip(num / den, 0.1, 10.0) if num > 0 else 0.1
+                self._log_eta[g] += np.log(ratio)
+        # Only ratios between GPUs are identified: centre so an unknown GPU gets the
+        # typical efficiency of the measured ones.
+        self._log_eta -= self._log_eta.mean()
+        return True
+
+    def _fit_arch_efficiency(self, arch: np.ndarray, gpu_id: np.ndarray) -> None:
+        """The mean efficiency of each architecture's measured GPUs (for unmeasured ones)."""
+        by_arch: dict[str, list[float]] = {}
+        for g in range(len(self._gpus)):
+            for a in {str(a) for a in arch[gpu_id == g] if isinstance(a, str) and a}:
+                by_arch.setdefault(a, []).append(float(self._log_eta[g]))
+        self._arch_log_eta = {a: float(np.mean(v)) for a, v in by_arch.items()}
 
     def _extra(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
         """GPU-independent extra columns: ``gpu_sync = 1 - 1/gpu_count`` (see :attr:`sync`)."""

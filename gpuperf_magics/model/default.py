@@ -32,14 +32,12 @@ from gpuperf_magics.model.inputs import (
     prepare,
 )
 from gpuperf_magics.model.local import (
-    SeriesIndex,
     candidates,
     family,
-    network_index,
-    query_arrays,
     reach,
     route,
 )
+from gpuperf_magics.model.series import SeriesIndex, network_index, query_arrays
 from gpuperf_magics.model.validation import (
     DEFAULT_METHOD,
     Move,

@@ -71,6 +71,32 @@ def evaluate(
     ValueError
         Unknown scenario, missing or unknown column, no threshold, or a split with an empty side.
     """
+    X, target = _checked(X, y, scenario, column, test_size)
+    splits = _splits(model, X, scenario, column, threshold, test_size, random_state)
+    rows = []
+    for held_out, position, test in splits:
+        if test.all() or not test.any():
+            raise ValueError(f"split '{held_out}' leaves one side empty")
+        fitted = clone(model).fit(X[~test], target[~test])
+        pred = fitted.predict(X[test])
+        error = mape(target[test], pred)
+        rows.append(
+            {
+                "scenario": scenario,
+                "held_out": held_out,
+                "position": position,
+                "n_train": int((~test).sum()),
+                "n_test": int(test.sum()),
+                "mape": error,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _checked(X: Any, y: Any, scenario: str, column: str | None,
+             test_size: float) -> tuple[pd.DataFrame, np.ndarray]:
+    """``X`` (index reset) and ``y`` as floats, once the arguments are ones :func:`evaluate`
+    can split by; ValueError otherwise."""
     if scenario not in SCENARIOS:
         raise ValueError(
             f"unknown scenario {scenario!r}; choose one of: " + ", ".join(SCENARIOS)
@@ -88,9 +114,16 @@ def evaluate(
             raise ValueError(
                 f"column {column!r} is not in X; columns: " + ", ".join(map(str, X.columns))
             )
-    splits: list[tuple[str, str, np.ndarray]] = []  # (held_out, position, test mask)
     if scenario in ("random", "grouped") and not 0 < test_size < 1:
         raise ValueError(f"test_size must be a fraction in (0, 1), not {test_size!r}")
+    return X, target
+
+
+def _splits(model: Any, X: pd.DataFrame, scenario: str, column: str | None,
+            threshold: float | None, test_size: float,
+            random_state: int) -> list[tuple[str, str, np.ndarray]]:
+    """The scenario's splits: (what is held out, its position, the test mask) each."""
+    splits: list[tuple[str, str, np.ndarray]] = []
     rng = np.random.default_rng(random_state)
     if scenario == "random":
         test = rng.random(len(X)) < test_size
@@ -116,24 +149,7 @@ def evaluate(
             if numeric:
                 position = "end" if v in (levels[0], levels[-1]) else "interior"
             splits.append((f"{column} = {v}", position, (column_values == v).to_numpy()))
-    rows = []
-    for held_out, position, test in splits:
-        if test.all() or not test.any():
-            raise ValueError(f"split '{held_out}' leaves one side empty")
-        fitted = clone(model).fit(X[~test], target[~test])
-        pred = fitted.predict(X[test])
-        error = mape(target[test], pred)
-        rows.append(
-            {
-                "scenario": scenario,
-                "held_out": held_out,
-                "position": position,
-                "n_train": int((~test).sum()),
-                "n_test": int(test.sum()),
-                "mape": error,
-            }
-        )
-    return pd.DataFrame(rows)
+    return splits
 
 
 def _configurations(X: pd.DataFrame, ignore: Any) -> np.ndarray:

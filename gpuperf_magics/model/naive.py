@@ -24,13 +24,11 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import check_target, prepare
 from gpuperf_magics.model.local import (
-    SeriesIndex,
     candidates,
     local_value,
-    network_index,
-    query_arrays,
     route,
 )
+from gpuperf_magics.model.series import SeriesIndex, network_index, query_arrays
 
 #: The naive move between GPUs: the plain peak ratio (weight 0 on anything learnt).
 PLAIN = GpuMove()

@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuperf_magics.model.estimator import GlobalModel, _NetworkFit
+    from gpuperf_magics.model.estimator import GlobalModel
+    from gpuperf_magics.model.network_fit import NetworkFit
 
 
 def network_report(estimator: GlobalModel) -> pd.DataFrame:
@@ -42,7 +43,7 @@ def network_report(estimator: GlobalModel) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["network", "item", "name", "value", "min", "max"])
 
 
-def _physical_rows(net: str, fit: _NetworkFit) -> list[dict[str, Any]]:
+def _physical_rows(net: str, fit: NetworkFit) -> list[dict[str, Any]]:
     """Rows on the floor + compute × h model: extrapolation, η per GPU, transfer method."""
     phys = fit.physical
     if phys is None:

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpuperf_magics.model.estimator import MEASURED_MAPE
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import Prepared
 from gpuperf_magics.model.local import (
-    SeriesIndex,
     axis_routes,
     candidates,
     family,
     reach,
     route,
 )
+from gpuperf_magics.model.network_fit import MEASURED_MAPE
+from gpuperf_magics.model.series import SeriesIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.model.default import DefaultModel, _Local
@@ -93,42 +93,74 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
     """
     index = local.index
     rng = np.random.default_rng(model.random_state)
-    tasks: dict[str, list[dict[str, float]]] = {}
-    subs = {k: DEFAULT_METHOD[k] for k in DEFAULT_METHOD}
-
-    # The cross-series model's held-out predictions, keyed by (configuration, axis): an
-    # axis move is validated by a refit without every configuration of the held-out value
-    # on that axis (a depth never measured is never seen in another configuration either);
-    # axis -1: GPU moves, refitted without the held-out GPUs.
-    global_pred: dict[tuple[int, int], float] = {}
-
-    def add(c: int, allowed: np.ndarray, every_axis: bool = False) -> None:
-        r = route(index, index.values[c], index.hw[c], allowed)
-        if every_axis:  # each axis that reaches the configuration is a move to validate
-            for other in axis_routes(index, index.values[c], index.hw[c], allowed):
-                if other.key != r.key:
-                    score(c, other)
-        if r.kind != "none":
-            score(c, r)
-
-    def score(c: int, r: Any) -> None:
-        its = float(index.its[c])
-        preds = candidates(index, r, index.values[c], index.hw[c], index.naive_peak[c],
-                           local.move, subs, its)
-        key = (c, r.axis if r.kind in ("axis", "chain") else -1)
-        if key in global_pred and r.kind in ("axis", "gpu", "chain"):
-            preds["global"] = global_pred[key]
-        actual = float(index.per_job(np.array([c]), its)[0])
-        task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
-        task["_reach"] = reach(index, r, index.values[c])
-        tasks.setdefault(r.key, []).append(task)
-
-    everyone = np.ones(index.n, dtype=bool)
+    scorer = _Scorer(index, local.move)
     picked = np.arange(index.n)
     if index.n > MAX_VALIDATED:
         picked = np.sort(rng.choice(index.n, MAX_VALIDATED, replace=False))
     refits = (MIN_REFIT <= index.n <= MAX_REFIT
               and index.n >= SERIES_PER_GPU * len(index.hw_table))
+    chained = _axis_holdouts(model, index, medians, picked, refits, scorer.global_pred)
+    everyone = np.ones(index.n, dtype=bool)
+    for pick in picked:
+        allowed = everyone.copy()
+        allowed[pick] = False
+        scorer.add(int(pick), allowed, every_axis=True)
+    for c, allowed in chained:
+        r = route(index, index.values[c], index.hw[c], allowed)
+        if r.kind == "chain":
+            scorer.score(c, r)
+    if index.hw.shape[1]:
+        _gpu_moves(model, index, medians, rng, refits, scorer.global_pred, scorer.add)
+    _repeat_tasks(index, scorer.tasks)
+    return scorer.tasks
+
+
+@dataclass
+class _Scorer:
+    """Collects the log residuals of every candidate per kind of move (:func:`validate`)."""
+
+    index: SeriesIndex
+    move: GpuMove
+    tasks: dict[str, list[dict[str, float]]] = field(default_factory=dict)
+    #: The cross-series model's held-out predictions, keyed by (configuration, axis): an
+    #: axis move is validated by a refit without every configuration of the held-out value
+    #: on that axis (a depth never measured is never seen in another configuration either);
+    #: axis -1: GPU moves, refitted without the held-out GPUs.
+    global_pred: dict[tuple[int, int], float] = field(default_factory=dict)
+    subs: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_METHOD))
+
+    def add(self, c: int, allowed: np.ndarray, every_axis: bool = False) -> None:
+        """Score configuration ``c`` reached from the ``allowed`` configurations."""
+        index = self.index
+        r = route(index, index.values[c], index.hw[c], allowed)
+        if every_axis:  # each axis that reaches the configuration is a move to validate
+            for other in axis_routes(index, index.values[c], index.hw[c], allowed):
+                if other.key != r.key:
+                    self.score(c, other)
+        if r.kind != "none":
+            self.score(c, r)
+
+    def score(self, c: int, r: Any) -> None:
+        """Every candidate's log residual on configuration ``c`` reached by route ``r``."""
+        index = self.index
+        its = float(index.its[c])
+        preds = candidates(index, r, index.values[c], index.hw[c], index.naive_peak[c],
+                           self.move, self.subs, its)
+        key = (c, r.axis if r.kind in ("axis", "chain") else -1)
+        if key in self.global_pred and r.kind in ("axis", "gpu", "chain"):
+            preds["global"] = self.global_pred[key]
+        actual = float(index.per_job(np.array([c]), its)[0])
+        task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
+        task["_reach"] = reach(index, r, index.values[c])
+        self.tasks.setdefault(r.key, []).append(task)
+
+
+def _axis_holdouts(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
+                   picked: np.ndarray, refits: bool,
+                   global_pred: dict[tuple[int, int], float]) -> list[tuple[int, np.ndarray]]:
+    """Hold out the ends and two interior values of each axis: the cross-series model's refit
+    predictions go into ``global_pred``; returns the (configuration, allowed) pairs that only
+    a chain (two moves) reaches."""
     chained: list[tuple[int, np.ndarray]] = []
     in_picked = np.zeros(index.n, dtype=bool)
     in_picked[picked] = True
@@ -148,18 +180,7 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
             allowed = np.ones(index.n, dtype=bool)
             allowed[out_of] = False
             chained.extend((int(c), allowed) for c in out_of[in_picked[out_of]][:CHAIN_TASKS])
-    for pick in picked:
-        allowed = everyone.copy()
-        allowed[pick] = False
-        add(int(pick), allowed, every_axis=True)
-    for c, allowed in chained:
-        r = route(index, index.values[c], index.hw[c], allowed)
-        if r.kind == "chain":
-            score(c, r)
-    if index.hw.shape[1]:
-        _gpu_moves(model, index, medians, rng, refits, global_pred, add)
-    _repeat_tasks(index, tasks)
-    return tasks
+    return chained
 
 
 def _refit(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],

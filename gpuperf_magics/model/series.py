@@ -1,0 +1,184 @@
+"""A network's measured configurations as arrays: the series that local moves run along.
+
+A *configuration* is one value of every feature (batch size, depth, GPU count, image size ...)
+on one GPU; its time is the median per-iteration time of its runs (repeats and busy outliers
+do not move a median), and its set-up time is told apart where its runs' iteration counts
+differ enough (:data:`SETUP_SPREAD`). :func:`network_index` builds the :class:`SeriesIndex`
+of one network's rows; :mod:`~.local` routes queries over it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpuperf_magics.model.inputs import HARDWARE, Prepared
+
+#: Columns that are the batch axis (the per-device batch first). ``batch_size`` is derived
+#: (per device × GPU count) where ``local_batch_size`` is present, and left out of the key then.
+BATCH_AXES = ("local_batch_size", "batch_size")
+#: Iteration counts of one configuration must differ by this factor to tell its set-up time
+#: (counts a few percent apart, e.g. 1201 and 1221 in one public file, give a slope that is all
+#: noise and a set-up time anywhere from 0 to the whole run).
+SETUP_SPREAD = 1.25
+
+
+@dataclass
+class SeriesIndex:
+    """Configurations of one network, as arrays (see :func:`build_index`)."""
+
+    cols: list[str]  # key columns (features besides the hardware)
+    batch_axis: int | None  # index in cols of the batch axis
+    values: np.ndarray  # (n_configs, n_cols)
+    hw: np.ndarray  # (n_configs, n_hw): effective peak, bandwidth (0 columns on the CPU)
+    naive_peak: np.ndarray  # (n_configs,) plain spec-sheet peak of the precision
+    t: np.ndarray  # (n_configs,) median seconds per iteration
+    count: np.ndarray  # runs per configuration
+    spread: np.ndarray  # max / min of the runs' per-iteration times
+    busy: np.ndarray  # runs flagged busy per configuration
+    setup: np.ndarray  # (n_configs,) set-up seconds outside the iterations
+    per_it_row: np.ndarray  # seconds per iteration of every row (set-up removed)
+    config_of_row: np.ndarray  # configuration id of every row
+    its: np.ndarray  # median iterations of each configuration's runs
+    hw_table: np.ndarray = field(default_factory=lambda: np.zeros((1, 0)))  # distinct GPUs
+    hw_id: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # GPU of each config
+    #: Key columns that follow from the others over every configuration (a network's
+    #: parameters and FLOPs from its depth and image size): they move along with the axis that
+    #: moves them. ``axes``: the other columns, the ones a move goes along.
+    derived: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    axes: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.derived = _derived(self.values, self.cols, self.batch_axis)
+        self.axes = [int(j) for j in np.flatnonzero(~self.derived)]
+        if self.hw.shape[1] == 0:
+            self.hw_table = np.zeros((1, 0))
+            self.hw_id = np.zeros(len(self.t), dtype=int)
+            return
+        table, ids = np.unique(np.round(self.hw, 6), axis=0, return_inverse=True)
+        self.hw_table, self.hw_id = table, ids.reshape(-1)
+
+    def per_job(self, members: np.ndarray, its: float) -> np.ndarray:
+        """Seconds per iteration of ``members`` in a job of ``its`` iterations (set-up spread)."""
+        return self.t[members] + self.setup[members] / its
+
+    def gpu_of(self, h: np.ndarray) -> int:
+        """The id of GPU figures ``h`` among the measured ones, or -1."""
+        if self.hw.shape[1] == 0:
+            return 0
+        same = (np.abs(self.hw_table - h[None, :]) <= 1e-6 * np.abs(h[None, :])).all(axis=1)
+        hit = np.flatnonzero(same)
+        return int(hit[0]) if len(hit) else -1
+
+    @property
+    def n(self) -> int:
+        return len(self.t)
+
+
+def _derived(values: np.ndarray, cols: list[str], batch_axis: int | None) -> np.ndarray:
+    """Which key columns follow from the other key columns over every configuration.
+
+    A deeper network differs from every measured one in its depth, its parameters and its
+    FLOPs; routed on all three it would share no series. The architecture's figures are tried
+    first (they follow from depth and image size, not the other way), each column only against
+    the columns still kept; the batch axis and columns with one value are always kept.
+    """
+    n_cols = values.shape[1]
+    derived = np.zeros(n_cols, dtype=bool)
+    if len(values) < 3:
+        return derived
+    codes = np.column_stack([np.unique(np.round(values[:, j], 9), return_inverse=True)[1]
+                             .reshape(-1) for j in range(n_cols)]) if n_cols else values
+
+    def distinct(columns: np.ndarray) -> int:
+        return len(np.unique(codes[:, columns], axis=0)) if len(columns) else 1
+
+    order = sorted(range(n_cols), key=lambda j: (not cols[j].startswith("arch_"), -j))
+    for k in order:
+        if k == batch_axis or len(np.unique(codes[:, k])) < 2:
+            continue
+        rest = np.flatnonzero(~derived & (np.arange(n_cols) != k))
+        if len(rest) and distinct(rest) == distinct(np.append(rest, k)):
+            derived[k] = True
+    return derived
+
+
+def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak: np.ndarray,
+                iterations: np.ndarray, seconds: np.ndarray,
+                busy: np.ndarray | None = None) -> SeriesIndex:
+    """Group rows into configurations: per-iteration time and set-up time of each.
+
+    A configuration run for iteration counts at least :data:`SETUP_SPREAD` apart tells its
+    set-up time (the intercept of seconds over iterations, never negative) from its time per
+    iteration (the slope).
+    Configurations run for one count take the median set-up time of those that tell it (0
+    when none does: every run is then taken as iterations only, e.g. per-step timings).
+    """
+    key = np.column_stack([values, hw]) if hw.shape[1] else values
+    if key.shape[1] == 0:
+        ids = np.zeros(len(seconds), dtype=int)
+    else:
+        _, ids = np.unique(np.round(key, 9), axis=0, return_inverse=True)
+        ids = ids.reshape(-1)
+    n = int(ids.max()) + 1 if len(ids) else 0
+    order = np.argsort(ids, kind="stable")
+    bounds = np.searchsorted(ids[order], np.arange(n + 1))
+    first = order[bounds[:-1]]
+    setup = np.full(n, np.nan)
+    for c in range(n):
+        rows = order[bounds[c]:bounds[c + 1]]
+        its = iterations[rows]
+        if its.max() >= SETUP_SPREAD * its.min():
+            b, a = np.polyfit(its, seconds[rows], 1)
+            setup[c] = a if a > 0 and b > 0 else 0.0
+    known = setup[np.isfinite(setup)]
+    setup = np.where(np.isfinite(setup), setup, float(np.median(known)) if len(known) else 0.0)
+    per_it = np.maximum(seconds - setup[ids], 1e-3 * seconds) / iterations
+    t = np.empty(n)
+    spread = np.empty(n)
+    for c in range(n):
+        times = per_it[order[bounds[c]:bounds[c + 1]]]
+        t[c] = float(np.median(times))
+        spread[c] = float(times.max() / times.min())
+    count = np.diff(bounds)
+    flagged = np.zeros(n) if busy is None else np.bincount(ids, weights=busy, minlength=n)
+    batch_axis = next((cols.index(c) for c in BATCH_AXES if c in cols), None)
+    its_median = np.array([float(np.median(iterations[order[bounds[c]:bounds[c + 1]]]))
+                           for c in range(n)])
+    return SeriesIndex(cols, batch_axis, values[first], hw[first], naive_peak[first], t, count,
+                       spread, flagged, setup, per_it, ids, its_median)
+
+
+def network_index(prep: Prepared, rows: np.ndarray, seconds: np.ndarray,
+                  busy: np.ndarray | None = None) -> tuple[SeriesIndex, list[str]]:
+    """The configurations of one network's ``rows`` and its hardware columns."""
+    feats = prep.features.iloc[rows].reset_index(drop=True)
+    feats = feats.loc[:, feats.notna().all()]
+    hw_cols = [c for c in HARDWARE if c in feats.columns]
+    cols = [c for c in feats.columns if c not in HARDWARE]
+    if "local_batch_size" in cols:  # batch_size = local × GPU count: derived, not a key
+        cols = [c for c in cols if c not in ("batch_size", "global_batch_size")]
+    naive = (prep.naive_peak[rows] if prep.naive_peak is not None
+             else np.full(len(rows), np.nan))
+    if hw_cols:
+        naive = np.where(np.isfinite(naive), naive, feats[hw_cols[0]].to_numpy())
+    index = build_index(feats[cols].to_numpy(float), cols, feats[hw_cols].to_numpy(float),
+                        naive, prep.iterations[rows], seconds, busy)
+    return index, hw_cols
+
+
+def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Key values, hardware and plain peaks of query ``rows`` (None: a column is missing)."""
+    feats = prep.features.iloc[rows].reset_index(drop=True)
+    if any(c not in feats.columns for c in index.cols + hw_cols):
+        return None
+    values = feats[index.cols].to_numpy(float)
+    hw = feats[hw_cols].to_numpy(float) if hw_cols else np.zeros((len(rows), 0))
+    if hw.size and np.isnan(hw).any():
+        return None
+    naive = prep.naive_peak[rows] if prep.naive_peak is not None else np.full(len(rows), np.nan)
+    if hw.size:
+        naive = np.where(np.isfinite(naive), naive, hw[:, 0])
+    return values, hw, naive

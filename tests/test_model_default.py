@@ -1,0 +1,58 @@
+"""The local-first default (gpuperf_magics.model.default): noisy repeats and busy runs,
+offline fits."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuperf_magics.model import TrainingTimeModel
+
+BATCHES = (8, 16, 32, 64, 128, 256, 512)
+
+
+def _floor_series(noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """Launch-bound up to batch 100 (1 s per iteration), then linear in the batch."""
+    rng = np.random.default_rng(seed)
+    rows = [{"network": "net", "batch_size": b, "iterations": 1, "gpu": "Tesla T4",
+             "time_s": max(1.0, 0.01 * b) * (1 + noise * rng.standard_normal())}
+            for b in BATCHES]
+    return pd.DataFrame(rows)
+
+
+def test_one_outlier_run_does_not_flatten_the_curve_and_is_reported() -> None:
+    # Three runs per batch size; one run of batch 64 on a busy machine took 8x longer.
+    rows = []
+    for b in (16, 32, 64, 128):
+        for k in range(3):
+            slow = 8.0 if (b == 64 and k == 0) else 1.0
+            rows.append({"network": "net", "batch_size": b, "iterations": 10,
+                         "gpu": "Tesla T4", "busy": slow > 1,
+                         "time_s": 10 * 0.01 * b * slow * (1 + 0.01 * k)})
+    frame = pd.DataFrame(rows)
+    model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+    query = pd.DataFrame({"network": ["net"] * 4, "batch_size": [16, 32, 64, 128],
+                          "iterations": [10] * 4, "gpu": ["Tesla T4"] * 4})
+    table = model.predict_table(query)
+    per_it = table["per_iteration_s"].to_numpy()
+    assert np.all(np.diff(per_it) > 0)  # still grows with the batch
+    assert per_it[2] == pytest.approx(0.64 * 1.02, rel=1e-6)  # the median, not the outlier
+    assert "repeats differ" in table["detail"].iloc[2]
+    assert "flagged busy" in table["detail"].iloc[2]
+
+
+def test_fit_and_predict_never_open_a_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError("network access refused by the test")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    frame = _floor_series(noise=0.02)
+    model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+    table = model.predict_table(frame.drop(columns="time_s").assign(gpu="A100 80GB"))
+    assert set(table["kind"]) == {"transfer"}
+    assert model.transfer_prior_.source.startswith("public data")

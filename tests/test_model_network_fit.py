@@ -1,0 +1,133 @@
+"""One network's fit and its predictions (gpuperf_magics.model.network_fit): the kind of each
+prediction, moves to unmeasured GPUs, extrapolation, per-iteration scaling, intervals."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_model_estimator import _steady, _synthetic
+
+from gpuperf_magics.model import TrainingTimeModel
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+needs_data = pytest.mark.skipif(
+    not DATA.is_dir(), reason=f"public data not found at {DATA} (../shared/data)"
+)
+
+
+def test_kinds_interpolation_extrapolation_transfer() -> None:
+    x, y = _synthetic()
+    model = TrainingTimeModel(public_data=False).fit(x, y)
+    query = pd.DataFrame({
+        "network": "net", "batch_size": [24, 512, 64], "iterations": [100, 100, 100],
+        "gpu_fp32_tflops": [8.1, 8.1, 60.0], "gpu_bandwidth_gbs": [320.0, 320.0, 3350.0],
+    })
+    table = model.predict_table(query, coverage=0.9)
+    assert list(table["kind"]) == ["interpolation", "extrapolation", "transfer"]
+    assert "batch_size 512 > measured max 256" in table["detail"].iloc[1]
+    assert table["detail"].iloc[2].startswith("to ")
+    assert table.loc[2, "time_s"] < table.loc[0, "time_s"] * 2  # faster GPU
+    assert np.all(table["time_low_s"] <= table["time_s"])
+    assert np.all(table["time_high_s"] >= table["time_s"])
+    assert (table["expected_mape"].iloc[2] > table["expected_mape"].iloc[0])
+    widths = np.log(table["time_high_s"] / table["time_low_s"])
+    assert widths.iloc[2] > widths.iloc[0]  # transfer intervals are wider
+    assert {"time_s", "time_low_s", "time_high_s", "per_iteration_s", "kind", "detail",
+            "expected_mape"} <= set(table.columns)
+
+
+def test_multi_gpu_transfer_is_accurate_on_roofline_data() -> None:
+    gpus = ((8.1, 320.0), (15.7, 900.0), (13.4, 616.0), (19.5, 1555.0))
+    x, y = _synthetic(gpus=gpus)
+    held = (x["gpu_fp32_tflops"] == 13.4).to_numpy()
+    model = TrainingTimeModel(public_data=False).fit(x[~held], y[~held])
+    table = model.predict_table(x[held])
+    assert set(table["kind"]) == {"transfer"}
+    assert np.mean(np.abs(table["time_s"] - y[held]) / y[held]) < 0.15
+
+
+def test_depth_extrapolation_follows_a_linear_depth_cost() -> None:
+    rows = []
+    for depth in range(1, 11):
+        for b in (32, 64, 128, 256):
+            per_it = 0.02 + 0.0004 * depth * b
+            rows.append({"network": "resnet", "depth": depth, "batch_size": b,
+                         "iterations": 100, "time_s": 5 + 100 * per_it})
+    frame = pd.DataFrame(rows)
+    train = frame["depth"] <= 6
+    model = TrainingTimeModel(public_data=False).fit(frame[train].drop(columns="time_s"),
+                                                     frame.loc[train, "time_s"])
+    table = model.predict_table(frame[~train].drop(columns="time_s"))
+    assert set(table["kind"]) == {"extrapolation"}
+    err = np.abs(table["time_s"].to_numpy() / frame.loc[~train, "time_s"].to_numpy() - 1)
+    assert err.mean() < 0.05
+
+
+def test_transfer_keeps_a_gpu_independent_floor() -> None:
+    # An input-bound job: a faster GPU shrinks only the small compute part.
+    gpus = ((1.2, 64.0), (4.4, 240.0), (4.8, 160.0), (11.3, 484.0))
+    rows = []
+    for tflops, bw in gpus:
+        for b in (16, 32, 64, 128):
+            per_it = 0.2 + b * 0.0005 / tflops
+            rows.append({"network": "net", "batch_size": b, "iterations": 100,
+                         "gpu_fp32_tflops": tflops, "gpu_bandwidth_gbs": bw,
+                         "time_s": 100 * per_it})
+    frame = pd.DataFrame(rows)
+    held = (frame["gpu_fp32_tflops"] == 11.3).to_numpy()
+    model = TrainingTimeModel(public_data=False).fit(frame[~held].drop(columns="time_s"),
+                                                     frame.loc[~held, "time_s"])
+    table = model.predict_table(frame[held].drop(columns="time_s"))
+    assert set(table["kind"]) == {"transfer"}
+    err = np.abs(table["time_s"].to_numpy() / frame.loc[held, "time_s"].to_numpy() - 1)
+    assert err.mean() < 0.10
+
+
+def test_runs_of_equal_length_scale_to_a_longer_job():
+    x, y = _steady()
+    model = TrainingTimeModel().fit(x, y)
+    job = x[x["batch_size"] == 64].assign(iterations=10_000)
+    table = model.predict_table(job)
+    assert table["per_iteration_s"].iloc[0] == pytest.approx(0.002 + 5e-5 * 64, rel=0.03)
+    assert table["kind"].iloc[0] == "interpolation"
+
+
+def test_a_batch_size_only_another_gpu_ran_is_an_extrapolation_on_this_one():
+    t4, y4 = _steady("Tesla T4", (8, 16, 32))
+    v100, y100 = _steady("Tesla V100-SXM2-32GB", (8, 16, 32, 64, 128))
+    model = TrainingTimeModel().fit(pd.concat([t4, v100]), np.concatenate([y4, y100]))
+    table = model.predict_table(t4.head(1).assign(batch_size=128))
+    assert table["kind"].iloc[0] == "extrapolation"
+    assert "batch_size 128 > measured max 32" in table["detail"].iloc[0]
+    assert model.predict_table(v100.head(1).assign(batch_size=96))["kind"].iloc[0] == (
+        "interpolation")
+
+
+def test_a_cpu_model_refuses_gpu_rows_with_advice():
+    x, y = _steady(gpu=None)
+    model = TrainingTimeModel().fit(x, y)
+    with pytest.raises(ValueError, match=r"measured on the CPU only.*predict_time"):
+        model.predict(x.head(1).assign(gpu="H100 SXM"))
+
+
+@needs_data
+def test_interval_coverage_on_public_data() -> None:
+    os.environ.setdefault("GPUPERF_DATA_HOME", str(DATA))
+    from gpuperf_magics.datasets import fetch_sia2023
+
+    table = fetch_sia2023()
+    table = table[(table["network"] == "cifar10") & (table["nodes"] == 1)]
+    table = table.drop(columns="sync_time_s").reset_index(drop=True)
+    rng = np.random.default_rng(0)
+    test = rng.random(len(table)) < 0.25
+    x, y = table.drop(columns="time_s"), table["time_s"].to_numpy()
+    model = TrainingTimeModel(coverage=0.9).fit(x[~test], y[~test])
+    pred = model.predict_table(x[test])
+    inside = (pred["time_low_s"] <= y[test]) & (y[test] <= pred["time_high_s"])
+    assert inside.mean() >= 0.75  # nominal 0.9, judged loosely on one split

@@ -1,0 +1,115 @@
+"""TrainingTimeModel, the public estimator: scikit-learn's contract (fit returns self, clone,
+cross_val_score, check_estimator), array input and interactive predictions."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+from sklearn.model_selection import cross_val_score
+from test_model_default import _floor_series
+from test_model_estimator import _synthetic
+
+from gpuperf_magics.model import TrainingTimeModel, mape
+
+
+def test_fit_returns_self_and_predicts_seconds() -> None:
+    x, y = _synthetic()
+    model = TrainingTimeModel()
+    assert model.fit(x, y) is model
+    pred = model.predict(x)
+    assert pred.shape == (len(x),) and np.all(pred > 0)
+    assert mape(y, model.predict(x)) < 0.05 and model.score(x, y) > 0.9
+    assert model.cv_mape_ < 0.10
+
+
+def test_init_only_stores_arguments_and_clone_works() -> None:
+    model = TrainingTimeModel(method="paper", k_max=3, coverage=0.8)
+    assert model.get_params()["k_max"] == 3
+    copy = clone(model)
+    assert copy.get_params() == model.get_params()
+    assert not hasattr(copy, "fits_")
+
+
+def test_cross_val_score_with_sklearn_scorer() -> None:
+    x, y = _synthetic()
+    scores = cross_val_score(TrainingTimeModel(), x, y, cv=3,
+                             scoring="neg_mean_absolute_percentage_error")
+    assert np.all(scores <= 0) and np.all(scores > -0.5)
+
+
+def test_numeric_array_input() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.uniform(1, 10, (40, 2))
+    y = 2 * x[:, 0] + x[:, 1]
+    model = TrainingTimeModel().fit(x, y)
+    assert mape(y, model.predict(x)) < 0.05 and model.score(x, y) > 0.9
+
+
+def test_sklearn_estimator_checks_that_apply() -> None:
+    # check_estimator feeds arbitrary real targets (negative, zero) that a time model must
+    # reject, so only the checks about parameters, cloning and pickling are run here.
+    from sklearn.utils.estimator_checks import (
+        check_get_params_invariance,
+        check_no_attributes_set_in_init,
+        check_parameters_default_constructible,
+        check_set_params,
+    )
+
+    model = TrainingTimeModel()
+    check_no_attributes_set_in_init("TrainingTimeModel", model)
+    check_parameters_default_constructible("TrainingTimeModel", model)
+    check_get_params_invariance("TrainingTimeModel", model)
+    check_set_params("TrainingTimeModel", model)
+
+
+def test_predict_100_configurations_is_interactive() -> None:
+    x, y = _synthetic()
+    model = TrainingTimeModel().fit(x, y)
+    query = pd.concat([x] * 5, ignore_index=True).iloc[:100]
+    model.predict_table(query)
+    start = time.perf_counter()
+    model.predict_table(query)
+    # Loose bound (the benchmark measures the 50 ms target): catches accidental refits.
+    assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.SkipTestWarning")
+def test_scikit_learn_estimator_checks_pass_where_they_apply() -> None:
+    from sklearn.utils.estimator_checks import check_estimator
+
+    expected = {
+        # An object array of text is a table: it belongs in a DataFrame with named columns.
+        "check_dtype_object": "text columns need a DataFrame",
+        # An array-like that forbids np.shape: the canonical table is a DataFrame or ndarray.
+        "check_regressor_data_not_an_array": "array-likes are read with numpy",
+    }
+    results = check_estimator(TrainingTimeModel(), on_fail=None,
+                              expected_failed_checks=expected)
+    failed = [r["check_name"] for r in results if r["status"] == "failed"]
+    assert failed == []
+    assert sum(r["status"] == "passed" for r in results) >= 45
+
+
+def test_score_is_higher_is_better_and_mape_its_own_function() -> None:
+    frame = _floor_series(noise=0.02)
+    x, y = frame.drop(columns="time_s"), frame["time_s"].to_numpy()
+    model = TrainingTimeModel().fit(x, y)
+    assert model.score(x, y) > 0.99
+    assert mape(y, model.predict(x)) < 0.01
+    assert mape([1.0, 2.0], [1.1, 1.8]) == pytest.approx(0.1)
+
+
+def test_the_two_methods_are_two_estimator_classes() -> None:
+    from gpuperf_magics.model.default import DefaultModel
+    from gpuperf_magics.model.estimator import PaperModel
+
+    frame = _floor_series(noise=0.02)
+    x, y = frame.drop(columns="time_s"), frame["time_s"]
+    assert isinstance(TrainingTimeModel().fit(x, y).estimator_, DefaultModel)
+    assert isinstance(TrainingTimeModel(method="paper").fit(x, y).estimator_, PaperModel)
+    with pytest.raises(ValueError, match="method must be"):
+        TrainingTimeModel(method="magic").fit(x, y)
