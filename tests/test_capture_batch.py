@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-from test_capture_recorder import KwargsModel, Tempered
+from tiny_models import KwargsModel, Tempered
 
 import gpuperf_magics as gm
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_capture_recorder import SmallCNN, assert_no_hooks_left, mlp
+from assertions import assert_no_hooks_left
+from tiny_models import SmallCNN
+from tiny_models import mlp_one_hidden_layer as mlp
 from torch import nn
 
 import gpuperf_magics as gm
