@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA
 
 import gpuperf_magics as gm
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -8,6 +8,7 @@ import pickle
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA
 from test_hardware_gpu_sheet import _rows
 
 from gpuperf_magics.hardware import catalog
@@ -287,9 +288,6 @@ def test_every_family_with_variants_has_a_default() -> None:
     for family, names in families.items():
         if len(names) > 1:
             assert catalog.match(family) in names, family
-
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _column(path: Path, column: str) -> set[str]:
