@@ -4,16 +4,16 @@ prediction, moves to unmeasured GPUs, extrapolation, per-iteration scaling, inte
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from model_data import steady, synthetic
+from shared_data import SHARED_DATA
 
 from gpuperf_magics.model import TrainingTimeModel
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 
 
 needs_data = pytest.mark.skipif(
