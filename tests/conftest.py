@@ -68,6 +68,15 @@ def profile_mlp():
     return _profile_mlp
 
 
+@pytest.fixture(scope="module", name="filled")
+def filled_store(tmp_path_factory, profile_mlp):
+    """A store of four profiled CPU runs of an MLP, one per test module (``filled``: the
+    predict, magics, prediction options and store model tests)."""
+    path = tmp_path_factory.mktemp("predict") / "runs.sqlite"
+    profile_mlp(path, [8, 16, 32, 64])
+    return path
+
+
 # --------------------------------------------------------------------------- PostgreSQL
 # A throw-away cluster (pgcluster.py). Under CI the tests that need it fail when it cannot
 # start; elsewhere they are skipped with the reason.
