@@ -3,7 +3,6 @@
 Two MLPs live here because the tests rely on two different ones: the capture tests on
 :func:`mlp_one_hidden_layer` (seeded; its runs are named ``Sequential-2.76K``), the
 architecture tests on :func:`mlp_two_hidden_layers` (exact counts: 6922 parameters).
-Likewise :class:`SmallCNN` (capture) and :func:`small_cnn` (architecture) are different nets.
 """
 
 from __future__ import annotations
@@ -17,32 +16,6 @@ def mlp_one_hidden_layer() -> nn.Module:
     """A seeded 32-64-10 MLP (2.76K parameters): the capture tests' ``mlp``."""
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
-
-
-class SmallCNN(nn.Module):
-    """Two convolutions with batch norm and a linear head, for 3-channel images."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        )
-        self.head = nn.Linear(16, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x).flatten(1))
-
-
-class Tempered(nn.Module):
-    """A model whose first input is a scalar, not the batch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.body = mlp_one_hidden_layer()
-
-    def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x) / temperature
 
 
 class KwargsModel(nn.Module):
