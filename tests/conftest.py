@@ -70,8 +70,7 @@ def profile_mlp():
 
 @pytest.fixture(scope="module", name="filled")
 def filled_store(tmp_path_factory, profile_mlp):
-    """A store of four profiled CPU runs of an MLP, one per test module (``filled``: the
-    predict, magics, prediction options and store model tests)."""
+    """A store of four profiled CPU runs of an MLP, made once per test module (``filled``)."""
     path = tmp_path_factory.mktemp("predict") / "runs.sqlite"
     profile_mlp(path, [8, 16, 32, 64])
     return path
