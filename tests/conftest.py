@@ -6,10 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
+from shared_data import SHARED_DATA
 
 import gpuperf_magics as gm
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -67,6 +66,14 @@ def _profile_mlp(store, batch_sizes, name="mlp", steps=10, samples=256):
 def profile_mlp():
     """``profile_mlp(store, batch_sizes, name=...)``: real profiled CPU runs into a store."""
     return _profile_mlp
+
+
+@pytest.fixture(scope="module", name="filled")
+def filled_store(tmp_path_factory, profile_mlp):
+    """A store of four profiled CPU runs of an MLP, made once per test module (``filled``)."""
+    path = tmp_path_factory.mktemp("predict") / "runs.sqlite"
+    profile_mlp(path, [8, 16, 32, 64])
+    return path
 
 
 # --------------------------------------------------------------------------- PostgreSQL

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_architecture_summary import describe_quietly
+from assertions import describe_quietly
 from torch import nn
 
 

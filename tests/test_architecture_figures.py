@@ -5,7 +5,8 @@ from __future__ import annotations
 import warnings
 
 import torch
-from test_architecture_summary import ResNet18, describe_quietly
+from assertions import describe_quietly
+from tiny_models import ResNet18
 from torch import nn
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import torch
-from test_architecture_summary import describe_quietly, mlp
+from assertions import describe_quietly
+from tiny_models import mlp_two_hidden_layers as mlp
 
 from gpuperf_magics.columns import names
 

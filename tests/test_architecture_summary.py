@@ -1,98 +1,19 @@
 """Tests for gpuperf_magics.architecture.summary: ``describe`` end to end (counts, FLOPs and
-depth together), its arguments, autocast and its cache; the test models the other
-architecture tests share."""
+depth together), its arguments, autocast and its cache (the test models are in
+tiny_models.py)."""
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 import pytest
 import torch
+from assertions import describe_quietly
+from tiny_models import ResNet18, small_cnn
+from tiny_models import mlp_two_hidden_layers as mlp
 from torch import nn
 
-from gpuperf_magics.architecture import Architecture, clear_cache, describe
+from gpuperf_magics.architecture import clear_cache, describe
 
 torch.set_num_threads(1)
-
-
-def describe_quietly(model: nn.Module, *args: Any, **kwargs: Any) -> Architecture:
-    """describe(), asserting that it emits no warning at all."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        arch = describe(model, *args, **kwargs)
-    assert [str(w.message) for w in caught] == []
-    return arch
-
-
-def mlp() -> nn.Sequential:
-    return nn.Sequential(
-        nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10)
-    )
-
-
-def small_cnn() -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(3, 8, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1),
-        nn.BatchNorm2d(16),
-        nn.ReLU(),
-        nn.Dropout(0.5),
-        nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(),
-        nn.Linear(16, 10),
-    )
-
-
-# Forward FLOPs per sample of small_cnn on 3x16x16: two convolutions and the classifier.
-SMALL_CNN_FWD = 2 * 3 * 9 * 8 * 16 * 16 + 2 * 8 * 9 * 16 * 8 * 8 + 2 * 16 * 10
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(cout)
-        self.downsample = None
-        if stride != 1 or cin != cout:
-            self.downsample = nn.Sequential(
-                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
-            )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        identity = x if self.downsample is None else self.downsample(x)
-        out = self.relu(self.bn1(self.conv1(x)))
-        return self.relu(self.bn2(self.conv2(out)) + identity)
-
-
-class ResNet18(nn.Module):
-    """torchvision's resnet18, rebuilt with plain torch.nn."""
-
-    def __init__(self, num_classes: int = 1000) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
-        self.relu = nn.ReLU(inplace=True)
-        self.maxpool = nn.MaxPool2d(3, 2, 1)
-        widths = [64, 128, 256, 512]
-        cin = 64
-        for i, width in enumerate(widths):
-            stride = 1 if i == 0 else 2
-            layer = nn.Sequential(BasicBlock(cin, width, stride), BasicBlock(width, width, 1))
-            setattr(self, f"layer{i + 1}", layer)
-            cin = width
-        self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.fc = nn.Linear(512, num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
-        return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
 def test_mlp_exact_counts_and_flops() -> None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import torch
-from test_architecture_summary import SMALL_CNN_FWD, describe_quietly, mlp, small_cnn
+from assertions import describe_quietly
+from tiny_models import SMALL_CNN_FWD, small_cnn
+from tiny_models import mlp_two_hidden_layers as mlp
 from torch import nn
 
 

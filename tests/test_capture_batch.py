@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import torch
-from test_capture_recorder import KwargsModel, Tempered
+from tiny_models import KwargsModel, mlp_one_hidden_layer
+from torch import nn
 
 import gpuperf_magics as gm
+
+
+class Tempered(nn.Module):
+    """A model whose first input is a scalar, not the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = mlp_one_hidden_layer()
+
+    def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) / temperature
 
 
 def test_kwargs_only_forward_reads_batch():

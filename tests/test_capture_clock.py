@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_capture_recorder import mlp, train
+from tiny_models import mlp_one_hidden_layer as mlp
+from tiny_models import train
 from torch import nn
 
 import gpuperf_magics as gm

@@ -4,7 +4,8 @@ before training does not describe the run."""
 from __future__ import annotations
 
 import torch
-from test_capture_recorder import assert_no_hooks_left, mlp
+from assertions import assert_no_hooks_left
+from tiny_models import mlp_one_hidden_layer as mlp
 from torch import nn
 
 import gpuperf_magics as gm

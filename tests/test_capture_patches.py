@@ -5,10 +5,26 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_capture_recorder import SmallCNN, assert_no_hooks_left, mlp
+from assertions import assert_no_hooks_left
+from tiny_models import mlp_one_hidden_layer as mlp
 from torch import nn
 
 import gpuperf_magics as gm
+
+
+class SmallCNN(nn.Module):
+    """Two convolutions with batch norm and a linear head, for 3-channel images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
 
 
 def test_cnn_with_dataloader_and_scheduler_records_epochs():

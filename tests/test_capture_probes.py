@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import torch
-from test_capture_recorder import KwargsModel, mlp, train
+from tiny_models import KwargsModel, train
+from tiny_models import mlp_one_hidden_layer as mlp
 
 import gpuperf_magics as gm
 

@@ -7,75 +7,12 @@ import contextlib
 
 import pytest
 import torch
+from assertions import assert_no_hooks_left
+from tiny_models import mlp_one_hidden_layer as mlp
+from tiny_models import train
 from torch import nn
 
 import gpuperf_magics as gm
-
-
-def mlp() -> nn.Module:
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
-
-
-class SmallCNN(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        )
-        self.head = nn.Linear(16, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.features(x).flatten(1))
-
-
-class Tempered(nn.Module):
-    """A model whose first input is a scalar, not the batch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.body = mlp()
-
-    def forward(self, temperature: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return self.body(x) / temperature
-
-
-class KwargsModel(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.lin = nn.Linear(32, 10)
-
-    def forward(self, *, inputs: torch.Tensor) -> torch.Tensor:
-        return self.lin(inputs)
-
-
-def train(model, opt, steps=12, batch=16, shape=(32,), loss_fn=None, keyword=None):
-    """``steps`` SGD steps on random data; ``keyword`` passes the batch as ``model(**{k: x})``."""
-    loss_fn = loss_fn or nn.CrossEntropyLoss()
-    for _ in range(steps):
-        x = torch.randn(batch, *shape)
-        y = torch.randint(0, 10, (batch,))
-        opt.zero_grad()
-        out = model(**{keyword: x}) if keyword else model(x)
-        loss_fn(out, y).backward()
-        opt.step()
-
-
-def assert_no_hooks_left(*models: nn.Module) -> None:
-    from torch.nn.modules import module as module_mod
-    from torch.optim import optimizer as optim_mod
-
-    assert not module_mod._global_forward_pre_hooks
-    assert not module_mod._global_forward_hooks
-    assert not module_mod._has_any_global_hook()
-    assert not optim_mod._global_optimizer_pre_hooks
-    assert not optim_mod._global_optimizer_post_hooks
-    assert torch.utils.data.DataLoader.__iter__.__module__ == "torch.utils.data.dataloader"
-    assert torch.amp.GradScaler.update.__module__ == "torch.amp.grad_scaler"
-    for m in models:
-        for sub in m.modules():
-            assert not sub._forward_pre_hooks and not sub._forward_hooks
 
 
 def test_mlp_steps_batch_and_statistics():

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_capture_recorder import assert_no_hooks_left, mlp, train
+from assertions import assert_no_hooks_left
+from tiny_models import mlp_one_hidden_layer as mlp
+from tiny_models import train
 from torch import nn
 
 import gpuperf_magics as gm

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 import torch
-from test_capture_recorder import mlp
+from tiny_models import mlp_one_hidden_layer as mlp
 from torch import nn
 
 import gpuperf_magics as gm

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_data import SHARED_DATA
 
 import gpuperf_magics as gm
 
-SHARED_SIA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sia2023"
+SHARED_SIA = SHARED_DATA / "sia2023"
 
 
 def gpuperf(*args: str, store: Path, check: bool = True) -> subprocess.CompletedProcess:

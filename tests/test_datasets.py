@@ -3,7 +3,6 @@ fake network), caching, errors."""
 
 from __future__ import annotations
 
-import csv
 import re
 import urllib.error
 from collections.abc import Callable
@@ -11,12 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from shared_data import SHARED_DATA
 
 from gpuperf_magics import datasets
 from gpuperf_magics.datasets import ChecksumError, DatasetNotFoundError
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-
 
 # The shared data folder as the data home, and an empty table cache (conftest).
 pytestmark = [
@@ -37,11 +34,6 @@ SOURCES = {
 
 
 FETCH = {"lattuada2022": datasets.fetch_lattuada2022, "sia2023": datasets.fetch_sia2023}
-
-
-def _csv_rows(path: Path) -> int:
-    with path.open(newline="") as file:
-        return sum(1 for _ in csv.reader(file)) - 1
 
 
 def _no_network(url: str) -> bytes:

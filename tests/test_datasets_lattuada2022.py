@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_datasets import SHARED_DATA, _csv_rows
+from shared_data import SHARED_DATA, csv_rows
 
 from gpuperf_magics import datasets
 from gpuperf_magics.hardware import catalog
@@ -25,8 +25,8 @@ def test_lattuada2022_has_one_row_per_csv_row() -> None:
     assert len(files) == 17
     counts = table.groupby("file").size()
     for path in files:
-        assert counts[path.stem] == _csv_rows(path), path.name
-    assert len(table) == sum(_csv_rows(p) for p in files)
+        assert counts[path.stem] == csv_rows(path), path.name
+    assert len(table) == sum(csv_rows(p) for p in files)
 
 
 def test_lattuada2022_columns_and_types() -> None:

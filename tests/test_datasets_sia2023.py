@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_datasets import SHARED_DATA, _csv_rows
+from shared_data import SHARED_DATA, csv_rows
 
 from gpuperf_magics import datasets
 from gpuperf_magics.hardware import catalog
@@ -25,8 +25,8 @@ def test_sia2023_has_one_row_per_csv_row() -> None:
     counts = table.groupby(["network", "cluster"]).size()
     for path in files:
         cluster = path.stem.removeprefix("placements-")
-        assert counts[(path.parent.name, cluster)] == _csv_rows(path), path
-    assert len(table) == sum(_csv_rows(p) for p in files)
+        assert counts[(path.parent.name, cluster)] == csv_rows(path), path
+    assert len(table) == sum(csv_rows(p) for p in files)
 
 
 def test_sia2023_placements_give_gpus_nodes_and_global_batch() -> None:

@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 import torch
-from test_hardware_gpu import (
+from fake_nvml import (
     FakeNvml,
     NVMLError_LibraryNotFound,
     a100_nvml,

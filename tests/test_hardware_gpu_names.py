@@ -8,7 +8,8 @@ import pickle
 from pathlib import Path
 
 import pytest
-from test_hardware_gpu_sheet import _rows
+from catalog_rows import gpu_rows
+from shared_data import SHARED_DATA
 
 from gpuperf_magics.hardware import catalog
 from gpuperf_magics.hardware.catalog import UnknownGPUError
@@ -274,7 +275,7 @@ def test_unknown_gpu_error_survives_pickling() -> None:
 
 
 def test_every_row_resolves_to_itself_by_name_and_alias() -> None:
-    for row in _rows():
+    for row in gpu_rows():
         assert catalog.match(row["name"]) == row["name"]
         for alias in filter(None, (a.strip() for a in row["aliases"].split(";"))):
             assert catalog.match(alias) == row["name"], alias
@@ -282,14 +283,11 @@ def test_every_row_resolves_to_itself_by_name_and_alias() -> None:
 
 def test_every_family_with_variants_has_a_default() -> None:
     families: dict[str, list[str]] = {}
-    for row in _rows():
+    for row in gpu_rows():
         families.setdefault(catalog._split(row["name"]).family, []).append(row["name"])
     for family, names in families.items():
         if len(names) > 1:
             assert catalog.match(family) in names, family
-
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def _column(path: Path, column: str) -> set[str]:

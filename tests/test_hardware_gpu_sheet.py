@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from catalog_rows import gpu_rows
 
 from gpuperf_magics.hardware import catalog
 from gpuperf_magics.hardware.gpu import architecture_name, cuda_cores_per_sm
@@ -17,16 +18,12 @@ pytestmark = pytest.mark.usefixtures("no_user_gpus")
 
 
 # ---------------------------------------------------------------- the figures themselves
-def _rows() -> list[dict]:
-    return catalog.gpus().to_dict("records")
-
-
 def _given(value: object) -> bool:
     return value is not None and value is not pd.NA and not pd.isna(value)
 
 
 def test_the_catalog_covers_at_least_120_gpus_each_with_a_source() -> None:
-    rows = _rows()
+    rows = gpu_rows()
     assert len(rows) >= 120
     assert all(row["source"].strip() for row in rows)
     kinds = {row["form_factor"] for row in rows}
@@ -47,7 +44,7 @@ def test_the_catalog_covers_at_least_120_gpus_each_with_a_source() -> None:
 
 
 def test_every_row_has_the_required_figures_and_a_source() -> None:
-    for row in _rows():
+    for row in gpu_rows():
         for column in catalog.REQUIRED:
             assert _given(row[column]) and row[column] != "", (row["name"], column)
         assert row["source"], row["name"]
@@ -57,7 +54,7 @@ def test_every_row_has_the_required_figures_and_a_source() -> None:
 
 def test_fp32_peak_is_cores_times_two_times_boost_clock() -> None:
     without_clock = set()
-    for row in _rows():
+    for row in gpu_rows():
         if not _given(row["gpu_clock_mhz"]):
             # Boost clocks NVIDIA does not publish are left empty, deliberately, and said so.
             assert "clock" in row["notes"] and "left empty" in row["notes"], row["name"]
@@ -70,7 +67,7 @@ def test_fp32_peak_is_cores_times_two_times_boost_clock() -> None:
 
 def test_cores_and_architecture_agree_with_the_compute_capability() -> None:
     # The same tables gpuperf_magics.hardware.gpu uses for devices it detects.
-    for row in _rows():
+    for row in gpu_rows():
         major, minor = divmod(round(row["gpu_compute_capability"] * 10), 10)
         assert row["gpu_architecture"] == architecture_name(major, minor), row["name"]
         if not _given(row["gpu_sm_count"]):
@@ -82,7 +79,7 @@ def test_cores_and_architecture_agree_with_the_compute_capability() -> None:
 
 
 def test_tensor_peaks_fit_the_architecture() -> None:
-    for row in _rows():
+    for row in gpu_rows():
         capability = row["gpu_compute_capability"]
         if _given(row["gpu_tf32_tflops"]):
             assert capability >= 8.0, row["name"]

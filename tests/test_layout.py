@@ -4,10 +4,15 @@
 ``gpuperf_magics/run.py``; ``test_hardware.py`` tests the package ``hardware/__init__.py``.
 A file that tests how several modules work together is listed in ``WHOLE`` with its reason,
 so a reader looking for a module's tests finds them in one place.
+
+A test file holds tests, not a library for other files: what several files share lives in a
+helper module not named ``test_*`` (``tiny_models.py``, ``fake_nvml.py``, ...) or, for a
+fixture, in ``conftest.py``; no file under tests/ imports a ``test_*`` module.
 """
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,6 +64,54 @@ def test_every_test_file_is_named_for_a_module():
 def test_whole_lists_only_files_that_exist():
     tests = {p.stem for p in (ROOT / "tests").glob("test_*.py")}
     assert set(WHOLE) <= tests, set(WHOLE) - tests
+
+
+def imported_modules(source: str) -> list[str]:
+    """The modules a file's source imports, anywhere in it (functions too), in order."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return names
+
+
+def imported_test_modules(source: str) -> list[str]:
+    """The ``test_*`` modules a file's source imports."""
+    return [n for n in imported_modules(source) if n.split(".")[0].startswith("test_")]
+
+
+def test_no_file_imports_a_test_module():
+    coupled = {}
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        imported = imported_test_modules(path.read_text(encoding="utf-8"))
+        if imported:
+            coupled[path.name] = imported
+    assert not coupled, (f"{coupled}: a test file is not a library; move what several files "
+                         "share into a helper module not named test_* (or a fixture into "
+                         "conftest.py)")
+
+
+def test_imported_test_modules_sees_every_form_of_import():
+    # Spelled with T_ so that a grep for imports of test modules finds none in this file.
+    source = ("import T_a\nimport os, T_b.c\nfrom T_d import x\n"
+              "def f():\n    from T_f import y\nfrom tiny_models import mlp\n").replace("T_", "test_")
+    assert imported_test_modules(source) == ["test_a", "test_b.c", "test_d", "test_f"]
+
+
+def test_every_helper_module_is_shared():
+    """A helper module under tests/ holds what several files use; one file's helpers stay in it."""
+    files = sorted((ROOT / "tests").glob("*.py"))
+    helpers = {p.stem for p in files if not p.stem.startswith("test_") and p.stem != "conftest"}
+    users: dict[str, set[str]] = {h: set() for h in helpers}
+    for path in [*files, *sorted((ROOT / "benchmarks").glob("*.py"))]:  # store_scale: pgcluster
+        for name in imported_modules(path.read_text(encoding="utf-8")):
+            if name.split(".")[0] in helpers:
+                users[name.split(".")[0]].add(path.name)
+    lonely = {h: sorted(u) for h, u in users.items() if len(u) < 2}
+    assert not lonely, (f"{lonely}: a helper module used by one file at most; move its helpers "
+                        "into that file")
 
 
 def test_module_for_reads_folders_and_underscores():

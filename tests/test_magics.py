@@ -9,7 +9,6 @@ import textwrap
 import pandas as pd
 import pytest
 from IPython.core.error import UsageError
-from test_predict import filled_store  # noqa: F401  (the fixture `filled`)
 
 import gpuperf_magics as gm
 from gpuperf_magics import predict

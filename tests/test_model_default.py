@@ -8,19 +8,9 @@ import socket
 import numpy as np
 import pandas as pd
 import pytest
+from model_data import floor_series
 
 from gpuperf_magics.model import TrainingTimeModel
-
-BATCHES = (8, 16, 32, 64, 128, 256, 512)
-
-
-def _floor_series(noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
-    """Launch-bound up to batch 100 (1 s per iteration), then linear in the batch."""
-    rng = np.random.default_rng(seed)
-    rows = [{"network": "net", "batch_size": b, "iterations": 1, "gpu": "Tesla T4",
-             "time_s": max(1.0, 0.01 * b) * (1 + noise * rng.standard_normal())}
-            for b in BATCHES]
-    return pd.DataFrame(rows)
 
 
 def test_one_outlier_run_does_not_flatten_the_curve_and_is_reported() -> None:
@@ -51,7 +41,7 @@ def test_fit_and_predict_never_open_a_connection(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
-    frame = _floor_series(noise=0.02)
+    frame = floor_series(noise=0.02)
     model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
     table = model.predict_table(frame.drop(columns="time_s").assign(gpu="A100 80GB"))
     assert set(table["kind"]) == {"transfer"}

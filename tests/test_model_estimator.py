@@ -8,29 +8,13 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from model_data import multi_gpu_rows, steady, synthetic
 
 from gpuperf_magics.model import TrainingTimeModel
 
 
-def _synthetic(n_batches: int = 6, gpus: tuple[tuple[float, float], ...] = ((8.1, 320.0),),
-               seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
-    """Per-iteration times of a roofline-like workload with a floor and 2% noise."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for tflops, bw in gpus:
-        for b in 2 ** np.arange(3, 3 + n_batches):
-            for it in (50, 200):
-                per_it = 0.004 + b * (0.002 / tflops + 0.05 / bw)
-                rows.append({"network": "net", "batch_size": int(b), "iterations": it,
-                             "gpu_fp32_tflops": tflops, "gpu_bandwidth_gbs": bw,
-                             "status": "ok", "source": "test", "created_at": "2024-01-01",
-                             "time_s": 1.5 + it * per_it * (1 + 0.02 * rng.standard_normal())})
-    frame = pd.DataFrame(rows)
-    return frame.drop(columns="time_s"), frame["time_s"].to_numpy()
-
-
 def test_one_run_gives_low_confidence_estimate_and_advice() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     one = x.iloc[[0]]
     model = TrainingTimeModel(public_data=False).fit(one, y[:1])
     assert model.low_confidence_
@@ -41,7 +25,7 @@ def test_one_run_gives_low_confidence_estimate_and_advice() -> None:
 
 
 def test_unknown_network_at_predict() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     model = TrainingTimeModel().fit(x, y)
     with pytest.raises(ValueError, match="not in the training data"):
         model.predict(x.assign(network="other"))
@@ -85,25 +69,8 @@ def test_fit_on_real_cpu_runs_predicts_held_out_batch_sanely() -> None:
     assert (table["time_low_s"] < table["time_s"]).all()
 
 
-def _multi_gpu_rows() -> pd.DataFrame:
-    """Data parallel on 4 GPUs: a floor, compute ∝ batch/GPUs/peak, and a GPU-independent
-    gradient exchange ∝ (g-1)/g, so 2 GPUs are slower than 1 on the fastest GPU."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for tflops, bw in ((1.2, 64.0), (4.4, 240.0), (4.8, 160.0), (11.3, 484.0)):
-        for g in (1, 2, 4):
-            for b in (8, 16, 32, 64):
-                per_it = 0.01 + 0.05 * (1 - 1 / g) + 0.02 * (b / g) / tflops
-                for _ in range(2):
-                    rows.append({"network": "net", "batch_size": b, "gpu_count": g,
-                                 "iterations": 1000, "gpu_fp32_tflops": tflops,
-                                 "gpu_bandwidth_gbs": bw,
-                                 "time_s": 1000 * per_it * (1 + 0.01 * rng.standard_normal())})
-    return pd.DataFrame(rows)
-
-
 def test_gpu_independent_communication_carries_to_a_faster_gpu() -> None:
-    frame = _multi_gpu_rows()
+    frame = multi_gpu_rows()
     held = (frame["gpu_fp32_tflops"] == 11.3).to_numpy()
     fast = frame[held]
     b8 = fast[fast["batch_size"] == 8].groupby("gpu_count")["time_s"].mean()
@@ -119,17 +86,9 @@ def test_gpu_independent_communication_carries_to_a_faster_gpu() -> None:
     assert pred[two].mean() > pred[one].mean()
 
 
-def _steady(gpu: str | None = "Tesla T4", batches=(8, 16, 32, 64, 128, 256), net="net"):
-    """Per-run times of 20 iterations each (a profiled store): no set-up constant to learn."""
-    x = pd.DataFrame({"network": net, "batch_size": list(batches), "iterations": 20})
-    if gpu is not None:
-        x["gpu"] = gpu
-    return x, 20 * (0.002 + 5e-5 * x["batch_size"].to_numpy(float))
-
-
 def test_cpu_and_gpu_networks_fit_side_by_side():
-    cpu, y_cpu = _steady(gpu=None, net="on_cpu")
-    gpu, y_gpu = _steady(gpu="Tesla T4", net="on_gpu")
+    cpu, y_cpu = steady(gpu=None, net="on_cpu")
+    gpu, y_gpu = steady(gpu="Tesla T4", net="on_gpu")
     x = pd.concat([cpu, gpu], ignore_index=True)
     model = TrainingTimeModel().fit(x, np.concatenate([y_cpu, y_gpu]))
     assert model.predict(cpu.head(2)) == pytest.approx(y_cpu[:2], rel=0.05)
@@ -144,7 +103,7 @@ def test_cpu_and_gpu_networks_fit_side_by_side():
 def test_transfer_error_is_the_public_one_with_one_gpu_measured():
     from gpuperf_magics.model.gpu_move import shipped
 
-    x, y = _steady()
+    x, y = steady()
     model = TrainingTimeModel().fit(x, y)
     table = model.predict_table(x.head(1).assign(gpu="A100 40GB"))
     assert table["kind"].iloc[0] == "transfer"
@@ -157,7 +116,7 @@ def test_transfer_error_is_the_public_one_with_one_gpu_measured():
 
 
 def test_ignoring_the_hardware_learns_one_model_for_every_gpu():
-    x, y = _steady()
+    x, y = steady()
     model = TrainingTimeModel(ignore=["gpu_fp32_tflops", "gpu_bandwidth_gbs"]).fit(x, y)
     assert model.predict(x) == pytest.approx(y, rel=0.05)
     assert model.predict(x.head(1).assign(gpu="A100 40GB"))[0] == pytest.approx(y[0], rel=0.05)

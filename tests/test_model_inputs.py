@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_model_estimator import _steady, _synthetic
+from model_data import steady, synthetic
 from torch import nn
 
 import gpuperf_magics as gm
@@ -28,7 +28,7 @@ def test_unknown_gpu_name_lists_close_matches() -> None:
 
 
 def test_zero_rows_is_a_clear_error() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     with pytest.raises(ValueError, match="no rows"):
         TrainingTimeModel().fit(x.iloc[:0], y[:0])
 
@@ -39,7 +39,7 @@ def test_zero_rows_is_a_clear_error() -> None:
     bad=st.sampled_from([np.nan, 0.0, -4.0, "abc", np.inf]),
 )
 def test_bad_feature_values_name_the_column(column: str, bad: object) -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     x = x.astype({column: object})
     x.loc[3, column] = bad
     with pytest.raises(ValueError, match=column):
@@ -49,7 +49,7 @@ def test_bad_feature_values_name_the_column(column: str, bad: object) -> None:
 @settings(max_examples=15, deadline=None)
 @given(bad=st.sampled_from([np.nan, 0.0, -1.0, np.inf]))
 def test_bad_targets_are_clear_errors(bad: float) -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     y = y.copy()
     y[2] = bad
     with pytest.raises(ValueError, match="time_s"):
@@ -57,7 +57,7 @@ def test_bad_targets_are_clear_errors(bad: float) -> None:
 
 
 def test_non_feature_columns_are_ignored() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     noisy = x.assign(run_id=np.arange(len(x)), it_median_s=y / x["iterations"],
                      tags=[{"a": 1}] * len(x), note="hello")
     model = TrainingTimeModel().fit(noisy, y)
@@ -80,7 +80,7 @@ def test_catalog_per_device_figures_win_over_board_figures() -> None:
 
 
 def test_ignore_takes_a_name_or_names_and_hardware_columns():
-    x, y = _steady()
+    x, y = steady()
     x = x.assign(local_batch_size=x["batch_size"])
     one = TrainingTimeModel(ignore="local_batch_size").fit(x, y)
     assert "batch_size" in one.feature_names_in_
@@ -90,7 +90,7 @@ def test_ignore_takes_a_name_or_names_and_hardware_columns():
 
 
 def test_an_empty_table_to_predict_says_so():
-    x, y = _steady()
+    x, y = steady()
     model = TrainingTimeModel().fit(x, y)
     with pytest.raises(ValueError, match="X has no rows"):
         model.predict(x.head(0))

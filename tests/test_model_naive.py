@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_model_default import _floor_series
+from model_data import floor_series
 
 from gpuperf_magics.model import TrainingTimeModel, mape
 from gpuperf_magics.model.naive import NaiveModel
@@ -18,7 +18,7 @@ def _hold(frame: pd.DataFrame, mask: np.ndarray) -> tuple[pd.DataFrame, np.ndarr
 
 
 def test_a_series_with_a_floor_is_predicted_better_than_by_a_line() -> None:
-    frame = _floor_series()
+    frame = floor_series()
     for held in (8, 32, 512):
         xt, yt, xq, yq = _hold(frame, (frame["batch_size"] == held).to_numpy())
         ours = TrainingTimeModel().fit(xt, yt).predict(xq)

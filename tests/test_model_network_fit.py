@@ -4,16 +4,16 @@ prediction, moves to unmeasured GPUs, extrapolation, per-iteration scaling, inte
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from test_model_estimator import _steady, _synthetic
+from model_data import steady, synthetic
+from shared_data import SHARED_DATA
 
 from gpuperf_magics.model import TrainingTimeModel
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = SHARED_DATA
 
 
 needs_data = pytest.mark.skipif(
@@ -22,7 +22,7 @@ needs_data = pytest.mark.skipif(
 
 
 def test_kinds_interpolation_extrapolation_transfer() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     model = TrainingTimeModel(public_data=False).fit(x, y)
     query = pd.DataFrame({
         "network": "net", "batch_size": [24, 512, 64], "iterations": [100, 100, 100],
@@ -44,7 +44,7 @@ def test_kinds_interpolation_extrapolation_transfer() -> None:
 
 def test_multi_gpu_transfer_is_accurate_on_roofline_data() -> None:
     gpus = ((8.1, 320.0), (15.7, 900.0), (13.4, 616.0), (19.5, 1555.0))
-    x, y = _synthetic(gpus=gpus)
+    x, y = synthetic(gpus=gpus)
     held = (x["gpu_fp32_tflops"] == 13.4).to_numpy()
     model = TrainingTimeModel(public_data=False).fit(x[~held], y[~held])
     table = model.predict_table(x[held])
@@ -90,7 +90,7 @@ def test_transfer_keeps_a_gpu_independent_floor() -> None:
 
 
 def test_runs_of_equal_length_scale_to_a_longer_job():
-    x, y = _steady()
+    x, y = steady()
     model = TrainingTimeModel().fit(x, y)
     job = x[x["batch_size"] == 64].assign(iterations=10_000)
     table = model.predict_table(job)
@@ -99,8 +99,8 @@ def test_runs_of_equal_length_scale_to_a_longer_job():
 
 
 def test_a_batch_size_only_another_gpu_ran_is_an_extrapolation_on_this_one():
-    t4, y4 = _steady("Tesla T4", (8, 16, 32))
-    v100, y100 = _steady("Tesla V100-SXM2-32GB", (8, 16, 32, 64, 128))
+    t4, y4 = steady("Tesla T4", (8, 16, 32))
+    v100, y100 = steady("Tesla V100-SXM2-32GB", (8, 16, 32, 64, 128))
     model = TrainingTimeModel().fit(pd.concat([t4, v100]), np.concatenate([y4, y100]))
     table = model.predict_table(t4.head(1).assign(batch_size=128))
     assert table["kind"].iloc[0] == "extrapolation"
@@ -110,7 +110,7 @@ def test_a_batch_size_only_another_gpu_ran_is_an_extrapolation_on_this_one():
 
 
 def test_a_cpu_model_refuses_gpu_rows_with_advice():
-    x, y = _steady(gpu=None)
+    x, y = steady(gpu=None)
     model = TrainingTimeModel().fit(x, y)
     with pytest.raises(ValueError, match=r"measured on the CPU only.*predict_time"):
         model.predict(x.head(1).assign(gpu="H100 SXM"))

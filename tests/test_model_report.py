@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from test_model_estimator import _multi_gpu_rows, _synthetic
+from model_data import multi_gpu_rows, synthetic
 
 from gpuperf_magics.model import TrainingTimeModel
 
 
 def test_paper_method_runs_and_reports_terms() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     model = TrainingTimeModel(method="paper").fit(x, y)
     report = model.report()
     assert {"term", "cv_mape", "range"} <= set(report["item"])
@@ -17,14 +17,14 @@ def test_paper_method_runs_and_reports_terms() -> None:
 
 
 def test_report_lists_terms_cv_and_ranges() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     report = TrainingTimeModel().fit(x, y).report()
     ranges = report[report["item"] == "range"].set_index("name")
     assert ranges.loc["batch_size", "max"] == 256
 
 
 def test_report_shows_efficiency_transfer_method_and_extrapolation_model() -> None:
-    frame = _multi_gpu_rows()
+    frame = multi_gpu_rows()
     report = TrainingTimeModel(public_data=False).fit(
         frame.drop(columns="time_s"), frame["time_s"]).report()
     items = set(report["item"])

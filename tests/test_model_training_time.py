@@ -8,16 +8,15 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from model_data import floor_series, synthetic
 from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
-from test_model_default import _floor_series
-from test_model_estimator import _synthetic
 
 from gpuperf_magics.model import TrainingTimeModel, mape
 
 
 def test_fit_returns_self_and_predicts_seconds() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     model = TrainingTimeModel()
     assert model.fit(x, y) is model
     pred = model.predict(x)
@@ -35,7 +34,7 @@ def test_init_only_stores_arguments_and_clone_works() -> None:
 
 
 def test_cross_val_score_with_sklearn_scorer() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     scores = cross_val_score(TrainingTimeModel(), x, y, cv=3,
                              scoring="neg_mean_absolute_percentage_error")
     assert np.all(scores <= 0) and np.all(scores > -0.5)
@@ -67,7 +66,7 @@ def test_sklearn_estimator_checks_that_apply() -> None:
 
 
 def test_predict_100_configurations_is_interactive() -> None:
-    x, y = _synthetic()
+    x, y = synthetic()
     model = TrainingTimeModel().fit(x, y)
     query = pd.concat([x] * 5, ignore_index=True).iloc[:100]
     model.predict_table(query)
@@ -95,7 +94,7 @@ def test_scikit_learn_estimator_checks_pass_where_they_apply() -> None:
 
 
 def test_score_is_higher_is_better_and_mape_its_own_function() -> None:
-    frame = _floor_series(noise=0.02)
+    frame = floor_series(noise=0.02)
     x, y = frame.drop(columns="time_s"), frame["time_s"].to_numpy()
     model = TrainingTimeModel().fit(x, y)
     assert model.score(x, y) > 0.99
@@ -107,7 +106,7 @@ def test_the_two_methods_are_two_estimator_classes() -> None:
     from gpuperf_magics.model.default import DefaultModel
     from gpuperf_magics.model.estimator import PaperModel
 
-    frame = _floor_series(noise=0.02)
+    frame = floor_series(noise=0.02)
     x, y = frame.drop(columns="time_s"), frame["time_s"]
     assert isinstance(TrainingTimeModel().fit(x, y).estimator_, DefaultModel)
     assert isinstance(TrainingTimeModel(method="paper").fit(x, y).estimator_, PaperModel)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from test_model_default import _floor_series
+from model_data import floor_series
 
 from gpuperf_magics.model import TrainingTimeModel
 
@@ -39,7 +39,7 @@ def test_validation_keeps_the_local_move_on_a_series_with_a_floor() -> None:
 
 
 def test_intervals_and_expected_error_come_from_one_distribution() -> None:
-    frame = _floor_series(noise=0.03)
+    frame = floor_series(noise=0.03)
     model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
     report = model.report()
     moves = report[report["item"] == "move"]

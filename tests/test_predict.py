@@ -10,14 +10,6 @@ import gpuperf_magics as gm
 from gpuperf_magics import predict
 
 
-@pytest.fixture(scope="module", name="filled")
-def filled_store(tmp_path_factory, profile_mlp):
-    """A store of four profiled CPU runs of an MLP (``filled``; other test files import it)."""
-    path = tmp_path_factory.mktemp("predict") / "runs.sqlite"
-    profile_mlp(path, [8, 16, 32, 64])
-    return path
-
-
 def test_default_table_covers_measured_and_neighbouring_batch_sizes(filled):
     result = predict.predict_time(filled)
     frame = result.frame

@@ -7,7 +7,6 @@ import shlex
 
 import pytest
 from IPython.core.error import UsageError
-from test_predict import filled_store  # noqa: F401  (the fixture `filled`)
 
 import gpuperf_magics as gm
 from gpuperf_magics import predict, prediction_options

@@ -15,11 +15,11 @@ import pytest
 from conftest import make_gpu_run as make_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from shared_data import SHARED_DATA
 
 from gpuperf_magics.store import ImportValidationError, Store
 
-DATA = Path(os.environ.get("GPUPERF_DATA_HOME",
-                           Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = Path(os.environ.get("GPUPERF_DATA_HOME", SHARED_DATA))
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from test_predict import filled_store  # noqa: F401  (the fixture `filled`)
 
 import gpuperf_magics as gm
 from gpuperf_magics import predict, store_model

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer, make_run, raw_sql
+from conftest import make_run, raw_sql
 from IPython.core.error import UsageError
+from pgcluster import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer
 
 import gpuperf_magics as gm
 from gpuperf_magics.store import Store, StoreError, StoreVersionError, latest_version, schema
