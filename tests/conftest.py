@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
+from ci import in_ci
+from made_runs import per_step_times
 from shared_data import SHARED_DATA
 
 import gpuperf_magics as gm
@@ -82,10 +84,6 @@ def filled_store(tmp_path_factory, profile_mlp):
 from pgcluster import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer  # noqa: E402
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
-
-
 @pytest.fixture(scope="session")
 def postgres_server():
     """The session's PostgreSQL cluster (skipped without PostgreSQL, except under CI)."""
@@ -96,7 +94,7 @@ def postgres_server():
         server.start()
     except Exception as exc:
         message = f"PostgreSQL test server could not start: {exc}"
-        if _in_ci():
+        if in_ci():
             pytest.fail(message + " (CI=true: the PostgreSQL tests must run)", pytrace=False)
         pytest.skip(message)
     server.admin(f"CREATE ROLE {PG_PASSWORD_USER} LOGIN PASSWORD '{PG_PASSWORD}'")
@@ -133,103 +131,8 @@ def store_url(backend, tmp_path, request) -> str:
     return request.getfixturevalue("pg_store_url")
 
 
-def raw_sql(store, query: str, *args) -> list[tuple]:
-    """Run SQL on a store's database directly (the tests' own look behind the API)."""
-    if store.kind == "sqlite":
-        import sqlite3
-
-        conn = sqlite3.connect(store.path)
-        try:
-            return conn.execute(query, args).fetchall()
-        finally:
-            conn.close()
-    import psycopg
-
-    with psycopg.connect(store._location.url, autocommit=True) as conn:
-        cursor = conn.execute(query.replace("?", "%s"), args or None)
-        return [tuple(r) for r in cursor.fetchall()] if cursor.description else []
-
-
 # --------------------------------------------------------------------------- store tests
 # Runs, fixtures and checks that several tests/test_store_*.py files share.
-
-#: The hardware of :func:`make_run`: a CPU machine.
-HARDWARE = {
-    "gpu_name": None,
-    "cpu_model": "Intel Xeon",
-    "cpu_physical_cores": 2,
-    "cpu_threads": 1,
-    "cpu_memory_gb": 7.7,
-    "sw_python": "3.11.7",
-    "sw_torch": "2.13.0",
-    "sw_cuda": None,
-}
-
-
-def make_run(
-    network: str = "mlp",
-    *,
-    n: int = 6,
-    warmup: int = 2,
-    batch: int | None = 32,
-    status: str = "ok",
-    hardware: dict | None = None,
-    **fields,
-) -> gm.Run:
-    """A run as the capture layer builds it, with made-up but consistent numbers."""
-    from gpuperf_magics.run import IterationRecord, Run
-
-    iterations = [
-        IterationRecord(
-            index=i,
-            duration_s=0.01 * (i + 1),
-            samples=batch,
-            warmup=i < warmup,
-            phases={"forward": 0.002, "backward": 0.004} if i % 2 else None,
-            skipped_step=(i == n - 1),
-            micro_batches=2 if i else None,
-        )
-        for i in range(n)
-    ]
-    defaults = {
-        "hardware": dict(HARDWARE) if hardware is None else hardware,
-        "architecture": {"arch_params": 6922, "arch_layers_linear": 3, "arch_amp": False,
-                         "arch_flops_fwd": 13600.0, "arch_class": "MLP"},
-        "hyper": {"optimizer": "SGD", "lr": 0.1, "micro_batches": 1},
-        "quality": {"torch_threads": 1, "busy": False, "timing_method": "perf_counter"},
-        "tags": {"experiment": "a"},
-        "features": {"depth": 3.0},
-        "notes": ["machine was idle"],
-    }
-    defaults.update(fields)
-    return Run(network=network, status=status, iterations=iterations, batch_size=batch,
-               **defaults)
-
-
-def make_gpu_run(network: str = "resnet", batch: int = 64, **fields) -> gm.Run:
-    """A run on one A100 with every group filled, for exports and imports."""
-    from gpuperf_magics.run import IterationRecord, Run
-
-    iterations = [IterationRecord(i, 0.05 + 0.001 * i, batch, warmup=i == 0) for i in range(5)]
-    defaults = {
-        "gpu": "NVIDIA A100-SXM4-40GB",
-        "gpu_count": 1,
-        "device": "cuda:0",
-        "hardware": {
-            "gpu_name": "NVIDIA A100-SXM4-40GB", "gpu_memory_gb": 40.0, "gpu_sm_count": 108,
-            "gpu_driver": "535.10", "gpu_mig": False, "cpu_model": "AMD EPYC 7742",
-            "cpu_threads": 8, "sw_cuda": "12.1", "sw_torch": "2.13.0",
-        },
-        "architecture": {"arch_params": 11_689_512, "arch_flops_fwd": 3.6e9,
-                         "arch_input_shape": "3x224x224", "arch_channels_last": True},
-        "hyper": {"optimizer": "AdamW", "lr": 0.001, "epochs": 2},
-        "quality": {"torch_threads": 8, "busy": False, "load_avg_start": 0.5},
-        "tags": {"owner": "ann"},
-        "features": {"image_size": 224.0},
-    }
-    defaults.update(fields)
-    return Run(network=network, iterations=iterations, batch_size=batch, **defaults)
-
 
 @pytest.fixture
 def store(store_url: str) -> gm.Store:
@@ -242,27 +145,6 @@ def file_store(tmp_path: Path) -> gm.Store:
     """A new SQLite store, for what only a file has (pragmas, permissions, file damage)."""
     return gm.Store(tmp_path / "runs.sqlite")
 
-
-def sql(path: Path, query: str, *args: object) -> list[tuple]:
-    """Run SQL on a store file directly."""
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(query, args).fetchall()
-    finally:
-        conn.close()
-
-
-def assert_clear(err: Exception, path: Path) -> None:
-    """``err`` is one clear line: it names the store and how to use another, and chains no
-    sqlite3 traceback."""
-    text = str(err)
-    assert str(path) in text
-    assert "GPUPERF_STORE" in text  # says how to use another store
-    # No sqlite3 traceback chained under the message.
-    assert err.__cause__ is None
-    assert err.__context__ is None or err.__suppress_context__
 
 # --------------------------------------------------------------------------- GPU catalog
 @pytest.fixture
@@ -290,15 +172,6 @@ def fresh_datasets_cache(monkeypatch: pytest.MonkeyPatch):
 
 
 # --------------------------------------------------------------------------- what-if panel
-def _per_step_times(network: str, **columns: object):
-    """Per-iteration times of an imported trace: no iterations column, no dataset size."""
-    import pandas as pd
-
-    batches = [16, 32, 64, 128]
-    return pd.DataFrame({"network": network, "batch_size": batches,
-                         "time_s": [0.01 + 0.001 * b for b in batches], **columns})
-
-
 @pytest.fixture(scope="module")
 def mlp_runs_store(tmp_path_factory, profile_mlp):
     """A store of real profiled CPU runs of an MLP at batch sizes 8, 16 and 32, one per test
@@ -312,5 +185,5 @@ def mlp_runs_store(tmp_path_factory, profile_mlp):
 def imported_t4_store(tmp_path):
     """A store of imported T4 measurements, which record no dataset size."""
     path = tmp_path / "imported.sqlite"
-    gm.Store(path).import_table(_per_step_times("resnet"), gpu="T4")
+    gm.Store(path).import_table(per_step_times("resnet"), gpu="T4")
     return path

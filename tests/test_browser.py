@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import _in_ci
+from ci import in_ci
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -89,7 +89,7 @@ def train(batch_size, steps=12):
 
 
 def _unavailable(reason: str) -> None:
-    if _in_ci():
+    if in_ci():
         pytest.fail(f"{reason} (CI=true: the browser test must run)", pytrace=False)
     pytest.skip(reason)
 

@@ -78,8 +78,9 @@ def imported_modules(source: str) -> list[str]:
 
 
 def imported_test_modules(source: str) -> list[str]:
-    """The ``test_*`` modules a file's source imports."""
-    return [n for n in imported_modules(source) if n.split(".")[0].startswith("test_")]
+    """The ``test_*`` modules, and ``conftest``, that a file's source imports."""
+    return [n for n in imported_modules(source)
+            if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest"]
 
 
 def test_no_file_imports_a_test_module():
@@ -90,14 +91,16 @@ def test_no_file_imports_a_test_module():
             coupled[path.name] = imported
     assert not coupled, (f"{coupled}: a test file is not a library; move what several files "
                          "share into a helper module not named test_* (or a fixture into "
-                         "conftest.py)")
+                         "conftest.py, which pytest loads itself and no file imports)")
 
 
 def test_imported_test_modules_sees_every_form_of_import():
     # Spelled with T_ so that a grep for imports of test modules finds none in this file.
     source = ("import T_a\nimport os, T_b.c\nfrom T_d import x\n"
-              "def f():\n    from T_f import y\nfrom tiny_models import mlp\n").replace("T_", "test_")
-    assert imported_test_modules(source) == ["test_a", "test_b.c", "test_d", "test_f"]
+              "def f():\n    from T_f import y\nfrom tiny_models import mlp\n"
+              "from conftest import z\n").replace("T_", "test_")
+    assert sorted(imported_test_modules(source)) == ["conftest", "test_a", "test_b.c", "test_d",
+                                                     "test_f"]
 
 
 def test_every_helper_module_is_shared():

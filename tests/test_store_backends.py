@@ -19,8 +19,9 @@ import warnings
 from pathlib import Path
 
 import pytest
-from conftest import assert_clear as _assert_clear
-from conftest import make_run, raw_sql, sql
+from made_runs import make_run
+from store_sql import assert_clear as _assert_clear
+from store_sql import raw_sql, sql
 
 from gpuperf_magics.store import Store, StoreError
 

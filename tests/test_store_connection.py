@@ -9,8 +9,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import assert_clear as _assert_clear
-from conftest import make_run, sql
+from made_runs import make_run
+from store_sql import assert_clear as _assert_clear
+from store_sql import sql
 
 from gpuperf_magics.store import Store, StoreError, StoreVersionError, latest_version
 

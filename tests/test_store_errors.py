@@ -9,8 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import make_run, raw_sql
 from IPython.core.error import UsageError
+from made_runs import make_run
+from store_sql import raw_sql
 
 import gpuperf_magics as gm
 from gpuperf_magics.store import Store, StoreError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import make_gpu_run as make_run
+from made_runs import make_gpu_run as make_run
 
 from gpuperf_magics.run import Run
 from gpuperf_magics.store import ImportValidationError, Store

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import HARDWARE, make_run
+from made_runs import HARDWARE, make_run
 
 from gpuperf_magics.run import Run
 from gpuperf_magics.store import CANONICAL_COLUMNS, FIRST_COLUMNS, Store

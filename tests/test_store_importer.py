@@ -12,9 +12,9 @@ from uuid import uuid4
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_gpu_run as make_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from made_runs import make_gpu_run as make_run
 from shared_data import SHARED_DATA
 
 from gpuperf_magics.store import ImportValidationError, Store

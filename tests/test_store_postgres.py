@@ -16,9 +16,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import make_run, raw_sql
 from IPython.core.error import UsageError
+from made_runs import make_run
 from pgcluster import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer
+from store_sql import raw_sql
 
 import gpuperf_magics as gm
 from gpuperf_magics.store import Store, StoreError, StoreVersionError, latest_version, schema

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import make_run
+from made_runs import make_run
 
 from gpuperf_magics.store import RunNotFoundError, Store
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_run
+from made_runs import make_run
 
 from gpuperf_magics.store import Store, StoreError, StoreNotFoundError
 

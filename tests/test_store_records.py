@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import HARDWARE, make_run, raw_sql, sql
+from made_runs import HARDWARE, make_run
+from store_sql import raw_sql, sql
 
 from gpuperf_magics.store import Store, latest_version
 

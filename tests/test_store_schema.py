@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import make_run, sql
+from made_runs import make_run
+from store_sql import sql
 
 from gpuperf_magics.store import Store, latest_version, schema
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import make_run
+from made_runs import make_run
 
 from gpuperf_magics.store import FIRST_COLUMNS, RunNotFoundError, Store
 

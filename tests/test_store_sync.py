@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import make_run, raw_sql
+from made_runs import make_run
+from store_sql import raw_sql
 
 from gpuperf_magics.store import Store
 

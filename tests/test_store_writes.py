@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import make_run, raw_sql
+from made_runs import make_run
+from store_sql import raw_sql
 
 from gpuperf_magics.store import RunNotFoundError, Store
 

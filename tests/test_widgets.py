@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import _per_step_times
+from made_runs import per_step_times
 
 import gpuperf_magics as gm
 from gpuperf_magics.hardware.catalog import UnknownGPUError
@@ -29,7 +29,7 @@ def _import_unfittable(path) -> None:
     """Rows of a GPU the catalog lacks: the import takes them (its figures are given), but
     no model can place the GPU, so fitting the network fails."""
     figures = {"gpu_fp32_tflops": 10.0, "gpu_bandwidth_gbs": 500.0}
-    gm.Store(path).import_table(_per_step_times("bad", **figures), gpu="Foo GPU 9000")
+    gm.Store(path).import_table(per_step_times("bad", **figures), gpu="Foo GPU 9000")
 
 
 def test_panel_answers_and_follows_the_controls(store):
@@ -81,7 +81,7 @@ def test_a_network_without_dataset_size_does_not_inherit_another_ones(store, tmp
     path = tmp_path / "both.sqlite"
     gm.Store(store).export(tmp_path / "runs.csv")
     gm.Store(path).import_table(tmp_path / "runs.csv")
-    gm.Store(path).import_table(_per_step_times("resnet"), gpu="T4")
+    gm.Store(path).import_table(per_step_times("resnet"), gpu="T4")
     panel = what_if(path, "mlp")
     assert panel.samples.value == 256 and "note:" not in panel.text
     panel.network.value = "resnet"
