@@ -11,7 +11,7 @@ import pytest
 from catalog_rows import gpu_rows
 from shared_data import SHARED_DATA
 
-from gpuperf_magics.hardware import catalog
+from gpuperf_magics.hardware import catalog, gpu_names
 from gpuperf_magics.hardware.catalog import UnknownGPUError
 
 # No GPUs added by add_gpus before or during a test (conftest.no_user_gpus).
@@ -284,7 +284,7 @@ def test_every_row_resolves_to_itself_by_name_and_alias() -> None:
 def test_every_family_with_variants_has_a_default() -> None:
     families: dict[str, list[str]] = {}
     for row in gpu_rows():
-        families.setdefault(catalog._split(row["name"]).family, []).append(row["name"])
+        families.setdefault(gpu_names._split(row["name"]).family, []).append(row["name"])
     for family, names in families.items():
         if len(names) > 1:
             assert catalog.match(family) in names, family

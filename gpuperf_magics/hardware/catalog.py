@@ -50,10 +50,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics._checks import is_missing
-from gpuperf_magics.hardware.gpu_names import (  # noqa: F401 (_split: tests)
+from gpuperf_magics.hardware.gpu_names import (
     UnknownGPUError,
     _Index,
-    _split,
     build_index,
     resolve,
 )
