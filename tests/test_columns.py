@@ -204,12 +204,13 @@ def test_every_flat_runs_column_is_a_base_column(tmp_path) -> None:
     from gpuperf_magics.store.records import JSON_COLUMNS
 
     path = tmp_path / "runs.sqlite"
-    Store(path).runs()  # creates the schema
+    Store(path).migrate()  # reading a missing store creates nothing; migrating makes the schema
     with sqlite3.connect(path) as conn:
         sql = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
-    flat = [{"id": "run_id"}.get(c, c) for c in sql
-            if c not in JSON_COLUMNS and c != "hardware_id"]
-    assert set(flat) <= set(columns.BASE_COLUMNS), set(flat) - set(columns.BASE_COLUMNS)
+    flat = {{"id": "run_id"}.get(c, c) for c in sql
+            if c not in JSON_COLUMNS and c != "hardware_id"}
+    assert sql, "the runs table was not created"
+    assert flat == set(columns.BASE_COLUMNS), flat ^ set(columns.BASE_COLUMNS)
 
 
 def test_positive_figures_are_the_importers() -> None:
