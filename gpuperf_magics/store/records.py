@@ -38,10 +38,6 @@ INSERT_RUN = (
 )
 ITERATION_FIELDS = ("idx", "duration_s", "samples", "warmup", "skipped_step", "micro_batches",
                     "phases")
-INSERT_ITERATION = (
-    f"INSERT INTO iterations (run_id, {', '.join(ITERATION_FIELDS)}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
 SELECT_ITERATIONS = (
     f"SELECT {', '.join(ITERATION_FIELDS)} FROM iterations WHERE run_id = ? ORDER BY idx"
 )
@@ -340,7 +336,7 @@ def backfill_uids(conn: Any) -> None:
         conn.executemany("UPDATE runs SET run_uid = ? WHERE id = ?", updates)
 
 
-def parse_run(names: list[str], row: Sequence[Any], where: str = "") -> dict[str, Any]:
+def parse_run(names: list[str], row: Sequence[Any]) -> dict[str, Any]:
     """A row of :func:`select_runs` as a run record with parsed JSON.
 
     Raises
