@@ -182,6 +182,25 @@ def test_tf32_flags_are_the_registry_rows() -> None:
     assert all(v is None or isinstance(v, bool) for v in flags.values())
 
 
+def test_each_capture_producer_is_the_module_that_fills_its_columns() -> None:
+    """A ``capture.*`` label names a module of the capture package whose source names each of
+    its columns (``capture.precision``, the TF32 flags, is checked against them above)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    producers = {c.producer for c in COLUMNS
+                 if c.producer.startswith("capture.") and c.producer != "capture.precision"}
+    assert producers
+    for producer in sorted(producers):
+        spec = importlib.util.find_spec(f"gpuperf_magics.{producer}")
+        assert spec is not None and spec.origin is not None, producer
+        source = Path(spec.origin).read_text(encoding="utf-8")
+        unnamed = [name for name in names(producer=producer)
+                   if not re.search(rf"\b{name}\b", source)]
+        assert not unnamed, (producer, unnamed)
+
+
 def test_a_captured_cpu_run_writes_only_canonical_keys(profile_mlp, tmp_path) -> None:
     from gpuperf_magics.store import Store
 
