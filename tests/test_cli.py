@@ -259,6 +259,16 @@ def test_a_missing_default_store_says_how_the_command_line_fills_it(tmp_path):
     assert not (tmp_path / "xdg").exists()
 
 
+def test_an_error_line_keeps_a_run_not_found_error_s_message() -> None:
+    from gpuperf_magics.cli import _message
+    from gpuperf_magics.store import RunNotFoundError
+
+    assert _message("predict", RunNotFoundError(7, "runs.sqlite")) == (
+        str(RunNotFoundError(7, "runs.sqlite")))
+    assert "no run with id 7" in _message("predict", RunNotFoundError(7, "runs.sqlite"))
+    assert _message("runs", KeyError("network")) == "network"  # not "'network'"
+
+
 def test_runs_shows_the_device_and_the_iterations_the_cell_counted(tmp_path, profile_mlp):
     store = tmp_path / "runs.sqlite"
     profile_mlp(store, [16], steps=20)
