@@ -349,7 +349,10 @@ def _message(command: str, exc: Exception) -> str:
 
     if isinstance(exc, StoreNotFoundError):
         return str(exc.reworded("gpuperf sync SRC DST" if command == "sync" else "--store PATH"))
-    return str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc)
+    # A plain KeyError's str() quotes its key; a subclass with its own words (RunNotFoundError)
+    # says them.
+    plain_key = isinstance(exc, KeyError) and type(exc).__str__ is KeyError.__str__
+    return str(exc.args[0] if plain_key and exc.args else exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -42,7 +42,8 @@ class Column:
         The part of the package that fills it: ``"run"`` (:meth:`Run.to_record`), ``"store"``
         (ids and provenance the store assigns), ``"hardware.gpu"``, ``"hardware.cpu"``,
         ``"hardware.software"``, ``"architecture"``, ``"capture.precision"`` (the TF32 flags),
-        ``"capture.session"``, ``"capture.recorder"`` or ``"capture.distributed"``.
+        or the capture module that fills it: ``"capture.session"``, ``"capture.recorder"``,
+        ``"capture.load"``, ``"capture.patches"`` or ``"capture.distributed"``.
     feature : bool
         The model uses it as a feature when a table holds numbers in it (``model/inputs.py``):
         what was run, not how it was measured, restated or counted.
@@ -144,17 +145,22 @@ COLUMNS: tuple[Column, ...] = (
     *_rows("hyper", "capture.recorder", "optimizer:str lr:float"),
     *_rows("hyper", "capture.session", "micro_batches:int micro_batch_size:int epochs:float "
            "total_iterations:int", feature="micro_batches micro_batch_size"),
+    # What the training DataLoader says (capture/patches.py) and what the optimizer hooks saw.
+    *_rows("hyper", "capture.patches", "dataset_size:int"),
+    *_rows("hyper", "capture.recorder",
+           "skipped_steps:int lr_last:float other_optimizer_steps:str"),
     *_rows(
-        "hyper", "capture.recorder",
-        "dataset_size:int skipped_steps:int lr_last:float other_optimizer_steps:str "
+        "hyper", "capture.patches",
         "epochs_seen:int iterations_per_epoch:int loader_batch_size:int "
         "dataloader_workers:int drop_last:bool",
         feature="dataloader_workers",
     ),
+    # How the run was measured: the machine's load around it and the timing (capture/load.py).
+    *_rows("quality", "capture.load", "torch_threads:int interop_threads:int"),
+    *_rows("quality", "capture.session", "load_avg_start:float"),
     *_rows(
-        "quality", "capture.session",
-        "torch_threads:int interop_threads:int load_avg_start:float load_avg_end:float "
-        "busy:bool timing_method:str detection:str other_cpu_load:float "
+        "quality", "capture.load",
+        "load_avg_end:float busy:bool timing_method:str detection:str other_cpu_load:float "
         "batch_sampled_steps:int sync:bool phases:bool",
     ),
     # Data-parallel jobs (capture/distributed.py): processes, samples per step over all of
@@ -170,7 +176,7 @@ COLUMNS: tuple[Column, ...] = (
            "rank_slowest:int rank_median_min_s:float rank_median_max_s:float "
            "rank_spread:float dist_backend:str"),
     # Optimizer steps that raised and were caught by the loop (each joins the next iteration).
-    *_rows("quality", "capture.session", "raised_steps:int"),
+    *_rows("quality", "capture.load", "raised_steps:int"),
     *_rows("tags", "run", "tags:dict"),
 )
 

@@ -76,6 +76,13 @@ def _parse(magic: Any, line: str) -> Any:
     return magic.parser.parse_args(argv)
 
 
+def _variable(name: str | None) -> str | None:
+    """The ``-v VAR`` option: a name a result can be stored under in the user's namespace."""
+    if name is not None and (not name.isidentifier() or keyword.iskeyword(name)):
+        raise UsageError(f"-v expects a Python variable name, got {name!r}")
+    return name
+
+
 def _check_store(path: str | None) -> None:
     """A store that cannot take the run is a usage error, before the cell trains.
 
@@ -134,9 +141,7 @@ class GpuPerf(Magics):
             raise UsageError(f"--warmup must be >= 0, got {args.warmup}")
         if args.epochs is not None and args.total_iterations is not None:
             raise UsageError("give --epochs or --total-iterations, not both")
-        var = args.variable
-        if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
-            raise UsageError(f"-v expects a Python variable name, got {var!r}")
+        var = _variable(args.variable)
         _check_store(args.store or self.store)
         return _ProfileOptions(
             name=args.name,
@@ -268,9 +273,7 @@ class GpuPerf(Magics):
         from gpuperf_magics.store import Store, StoreError, StoreNotFoundError
 
         args = _parse(self.predict_time, line)
-        var = args.variable
-        if var is not None and (not var.isidentifier() or keyword.iskeyword(var)):
-            raise UsageError(f"-v expects a Python variable name, got {var!r}")
+        var = _variable(args.variable)
         if args.remaining is not None and args.widget:
             raise UsageError("--remaining and -w do not go together")
         try:

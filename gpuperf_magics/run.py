@@ -14,6 +14,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuperf_magics._checks import is_missing
 from gpuperf_magics.units import format_seconds
 
 __all__ = ["IterationRecord", "Run", "device_label"]
@@ -70,16 +71,6 @@ def _percentile(values: list[float], q: float) -> float:
 LINE_WIDTH = 110
 
 
-def _given(value: Any) -> bool:
-    """Not None, NaN, pandas.NA or empty text."""
-    if value is None or (isinstance(value, str) and not value):
-        return False
-    try:
-        return bool(value == value)  # NaN != NaN
-    except TypeError:  # pandas.NA refuses to be true or false
-        return False
-
-
 def device_label(gpu: Any, gpu_count: Any = 1, threads: Any = None,
                  cpu_model: Any = None) -> str:
     """The device a run trained on, as the cell's line and ``gpuperf runs`` show it.
@@ -88,13 +79,13 @@ def device_label(gpu: Any, gpu_count: Any = 1, threads: Any = None,
     ``"CPU AMD EPYC (2 threads)"`` with ``cpu_model``. Missing values (None or NaN, as a
     table of runs holds them) are left out.
     """
-    if _given(gpu):
-        count = int(gpu_count) if _given(gpu_count) else 1
+    if not is_missing(gpu):
+        count = int(gpu_count) if not is_missing(gpu_count) else 1
         return f"{count}× {gpu}" if count > 1 else str(gpu)
     cpu = "CPU"
-    if _given(cpu_model):
+    if not is_missing(cpu_model):
         cpu = str(cpu_model) if str(cpu_model).upper().startswith("CPU") else f"CPU {cpu_model}"
-    if not _given(threads) or not threads:
+    if is_missing(threads) or not threads:
         return cpu
     threads = int(threads)
     return f"{cpu} ({threads} thread{'s' if threads != 1 else ''})"

@@ -7,15 +7,10 @@ from pathlib import Path
 
 
 def raw_sql(store, query: str, *args) -> list[tuple]:
-    """Run SQL on a store's database directly (the tests' own look behind the API)."""
+    """Run SQL on a store's database directly (the tests' own look behind the API); a change
+    is committed, on a server as on a file."""
     if store.kind == "sqlite":
-        import sqlite3
-
-        conn = sqlite3.connect(store.path)
-        try:
-            return conn.execute(query, args).fetchall()
-        finally:
-            conn.close()
+        return sql(store.path, query, *args)
     import psycopg
 
     with psycopg.connect(store._location.url, autocommit=True) as conn:
@@ -24,12 +19,14 @@ def raw_sql(store, query: str, *args) -> list[tuple]:
 
 
 def sql(path: Path, query: str, *args: object) -> list[tuple]:
-    """Run SQL on a store file directly."""
+    """Run SQL on a store file directly; a change is committed."""
     import sqlite3
 
     conn = sqlite3.connect(path)
     try:
-        return conn.execute(query, args).fetchall()
+        rows = conn.execute(query, args).fetchall()
+        conn.commit()
+        return rows
     finally:
         conn.close()
 

@@ -247,6 +247,28 @@ def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
     assert list(tmp_path.iterdir()) == []  # reading created nothing, not even the sync target
 
 
+def test_a_missing_default_store_says_how_the_command_line_fills_it(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "GPUPERF_STORE"}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    proc = subprocess.run([sys.executable, "-m", "gpuperf_magics.cli", "runs"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2
+    assert "(the default store)" in proc.stderr
+    assert "import a table with gpuperf import" in proc.stderr
+    assert "profile_training" not in proc.stderr and "Store." not in proc.stderr
+    assert not (tmp_path / "xdg").exists()
+
+
+def test_an_error_line_keeps_a_run_not_found_error_s_message() -> None:
+    from gpuperf_magics.cli import _message
+    from gpuperf_magics.store import RunNotFoundError
+
+    assert _message("predict", RunNotFoundError(7, "runs.sqlite")) == (
+        str(RunNotFoundError(7, "runs.sqlite")))
+    assert "no run with id 7" in _message("predict", RunNotFoundError(7, "runs.sqlite"))
+    assert _message("runs", KeyError("network")) == "network"  # not "'network'"
+
+
 def test_runs_shows_the_device_and_the_iterations_the_cell_counted(tmp_path, profile_mlp):
     store = tmp_path / "runs.sqlite"
     profile_mlp(store, [16], steps=20)

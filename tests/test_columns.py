@@ -182,6 +182,25 @@ def test_tf32_flags_are_the_registry_rows() -> None:
     assert all(v is None or isinstance(v, bool) for v in flags.values())
 
 
+def test_each_capture_producer_is_the_module_that_fills_its_columns() -> None:
+    """A ``capture.*`` label names a module of the capture package whose source names each of
+    its columns (``capture.precision``, the TF32 flags, is checked against them above)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    producers = {c.producer for c in COLUMNS
+                 if c.producer.startswith("capture.") and c.producer != "capture.precision"}
+    assert producers
+    for producer in sorted(producers):
+        spec = importlib.util.find_spec(f"gpuperf_magics.{producer}")
+        assert spec is not None and spec.origin is not None, producer
+        source = Path(spec.origin).read_text(encoding="utf-8")
+        unnamed = [name for name in names(producer=producer)
+                   if not re.search(rf"\b{name}\b", source)]
+        assert not unnamed, (producer, unnamed)
+
+
 def test_a_captured_cpu_run_writes_only_canonical_keys(profile_mlp, tmp_path) -> None:
     from gpuperf_magics.store import Store
 
@@ -204,12 +223,13 @@ def test_every_flat_runs_column_is_a_base_column(tmp_path) -> None:
     from gpuperf_magics.store.records import JSON_COLUMNS
 
     path = tmp_path / "runs.sqlite"
-    Store(path).runs()  # creates the schema
+    Store(path).migrate()  # reading a missing store creates nothing; migrating makes the schema
     with sqlite3.connect(path) as conn:
         sql = [row[1] for row in conn.execute("PRAGMA table_info(runs)")]
-    flat = [{"id": "run_id"}.get(c, c) for c in sql
-            if c not in JSON_COLUMNS and c != "hardware_id"]
-    assert set(flat) <= set(columns.BASE_COLUMNS), set(flat) - set(columns.BASE_COLUMNS)
+    flat = {{"id": "run_id"}.get(c, c) for c in sql
+            if c not in JSON_COLUMNS and c != "hardware_id"}
+    assert sql, "the runs table was not created"
+    assert flat == set(columns.BASE_COLUMNS), flat ^ set(columns.BASE_COLUMNS)
 
 
 def test_positive_figures_are_the_importers() -> None:

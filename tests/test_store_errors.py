@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -45,16 +44,6 @@ CELL_DAMAGE = {
 }
 
 
-def _tamper(store: Store, statement: str) -> None:
-    if store.kind == "sqlite":
-        conn = sqlite3.connect(store.path)
-        conn.execute(statement)
-        conn.commit()
-        conn.close()
-    else:
-        raw_sql(store, statement)
-
-
 def _assert_clear(err: StoreError, store: Store) -> None:
     assert str(store.path) in str(err)
     assert "damaged" in str(err) or "another program" in str(err), str(err)
@@ -69,7 +58,7 @@ def _cli(store: Store, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("damage", sorted(SCHEMA_DAMAGE))
 def test_damaged_schema_is_a_store_error_everywhere(damage: str, tmp_path: Path, ip) -> None:
     store = _populated(str(tmp_path / "runs.sqlite"))
-    _tamper(store, SCHEMA_DAMAGE[damage])
+    raw_sql(store, SCHEMA_DAMAGE[damage])
     calls: list[Callable[[Store], object]] = [
         lambda s: s.runs(), lambda s: s.revision(), lambda s: s.token(),
         lambda s: s.get_run(1), lambda s: s.iterations(1), lambda s: s.delete(1),
@@ -99,10 +88,10 @@ def test_damaged_cells_are_a_store_error_naming_the_run(damage: str, store_url: 
 
         # A server's typed columns refuse this damage in the first place.
         with pytest.raises(psycopg.errors.InvalidTextRepresentation):
-            _tamper(store, CELL_DAMAGE[damage])
+            raw_sql(store, CELL_DAMAGE[damage])
         assert len(store.runs()) == 3
         return
-    _tamper(store, CELL_DAMAGE[damage])
+    raw_sql(store, CELL_DAMAGE[damage])
     calls = [lambda: store.runs(), lambda: gm.predict_time(store, batch_sizes=[64],
                                                            iterations=10)]
     if "JSON" in damage or "object" in damage:
@@ -125,7 +114,7 @@ def test_damaged_cells_are_a_store_error_naming_the_run(damage: str, store_url: 
 
 def test_damaged_iteration_phases(store_url: str) -> None:
     store = _populated(store_url)
-    _tamper(store, "UPDATE iterations SET phases = '{oops' WHERE run_id = 1 AND idx = 1")
+    raw_sql(store, "UPDATE iterations SET phases = '{oops' WHERE run_id = 1 AND idx = 1")
     for call in (lambda: store.iterations(1), lambda: store.get_run(1)):
         with pytest.raises(StoreError, match="run 1") as info:
             call()
@@ -135,11 +124,11 @@ def test_damaged_iteration_phases(store_url: str) -> None:
 
 def test_damaged_server_schema(pg_store_url: str) -> None:
     store = _populated(pg_store_url)
-    _tamper(store, "DELETE FROM meta WHERE key = 'revision'")
+    raw_sql(store, "DELETE FROM meta WHERE key = 'revision'")
     with pytest.raises(StoreError, match="revision row"):
         Store(pg_store_url).runs()
-    _tamper(store, "INSERT INTO meta (key, value) VALUES ('revision', '3')")
-    _tamper(store, "DROP TABLE iterations")
+    raw_sql(store, "INSERT INTO meta (key, value) VALUES ('revision', '3')")
+    raw_sql(store, "DROP TABLE iterations")
     for call in (lambda s: s.runs(), lambda s: s.save_run(make_run())):
         with pytest.raises(StoreError, match="damaged") as info:
             call(Store(pg_store_url))

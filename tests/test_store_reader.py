@@ -56,6 +56,24 @@ def test_a_missing_store_names_another_in_the_words_of_the_python_api(
     assert str(caught.value).endswith("or name another store with Store(path).")
 
 
+def test_a_missing_default_store_says_how_to_fill_it_in_each_interface_s_words(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("GPUPERF_STORE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    with pytest.raises(StoreNotFoundError) as caught:
+        Store(must_exist=True)
+    python = str(caught.value)
+    assert "gm.profile_training" in python and "Store.import_table" in python
+    assert "%%profile_training" not in python and "gpuperf import" not in python
+    cli = str(caught.value.reworded("--store PATH"))
+    assert "gpuperf import" in cli
+    assert "profile_training" not in cli and "Store." not in cli
+    magic = str(caught.value.reworded('--store PATH or %config GpuPerf.store = "PATH"'))
+    assert "%%profile_training" in magic
+    assert "gm." not in magic and "Store." not in magic and "gpuperf import" not in magic
+
+
 def test_a_missing_store_is_reworded_for_another_interface(tmp_path: Path) -> None:
     typo = tmp_path / "typo.sqlite"
     with pytest.raises(StoreNotFoundError) as caught:

@@ -71,9 +71,9 @@ class StoreNotFoundError(StoreError):
     write); ``Store(path, must_exist=True)`` raises this instead, so that a mistyped path is
     named as such rather than answered with "no runs".
 
-    The message tells how to name another store in the words of the interface the path came
-    through (``Store(path)``); the command line and the magics say it their way with
-    :meth:`reworded`.
+    The message tells how to name another store (and, for the default store, how to put the
+    first runs into it) in the words of the interface the path came through (``Store(path)``);
+    the command line and the magics say it their way with :meth:`reworded`.
 
     Attributes
     ----------
@@ -90,12 +90,12 @@ class StoreNotFoundError(StoreError):
     @classmethod
     def for_path(cls, path: str, origin: StoreOrigin = "given",
                  how: str = "Store(path)") -> StoreNotFoundError:
-        """The error for the missing store ``path``; ``how`` names another store, e.g.
-        ``"--store PATH"``."""
+        """The error for the missing store ``path``; ``how`` names another store in the
+        caller's interface (e.g. ``"--store PATH"``), and so says in whose words to tell how
+        the default store gets its first runs."""
         if origin == "default":
             note = " (the default store)"
-            hint = ("nothing has been profiled or imported into it yet: profile a cell with "
-                    "%%profile_training or import a table with gpuperf import; or")
+            hint = f"nothing has been profiled or imported into it yet: {_first_runs(how)}; or"
         else:
             note = f" (from ${ENV_VAR})" if origin == "env" else ""
             hint = "check the path (a store is created by the first run saved to it), or"
@@ -106,6 +106,16 @@ class StoreNotFoundError(StoreError):
         """This error, naming another store with ``how`` (how the caller's interface takes a
         store) instead of ``Store(path)``."""
         return self.for_path(self.path or "", self.origin, how)
+
+
+def _first_runs(how: str) -> str:
+    """How the interface that names a store with ``how`` puts the first runs into one."""
+    if "%config" in how:  # a magic
+        return "profile a cell with %%profile_training"
+    if how.startswith("Store("):  # Python
+        return ("profile training with gm.profile_training or import a table with "
+                "Store.import_table")
+    return "import a table with gpuperf import"  # the command line
 
 
 class StoreVersionError(StoreError):

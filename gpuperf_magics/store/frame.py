@@ -110,11 +110,12 @@ def _parse(texts: Sequence[Any], column: str, empty: type, run_ids: Sequence[Any
     return np.asarray(codes), parsed
 
 
-def build_runs_frame(
-    base: dict[str, list[Any]],
-    nested: dict[str, list[Any]],
-    wanted: Sequence[str] | None = None,
-) -> pd.DataFrame:
+def empty_column(name: str, length: int) -> Any:
+    """``length`` missing values of column ``name``, typed as the registry says."""
+    return _spread(name, [], np.full(length, -1), KINDS.get(name))
+
+
+def build_runs_frame(base: dict[str, list[Any]], nested: dict[str, list[Any]]) -> pd.DataFrame:
     """The canonical runs table from column lists read from the store.
 
     Parameters
@@ -124,8 +125,6 @@ def build_runs_frame(
     nested : dict
         JSON columns (``hardware``, ``arch``, ``hyper``, ``quality``, ``tags``, ``features``)
         → JSON texts as stored; groups not read may be missing.
-    wanted : sequence of str, optional
-        Only these columns, in this order (all when None).
 
     Raises
     ------
@@ -175,14 +174,8 @@ def build_runs_frame(
     columns = _column_order(groups, nested)
     for name in columns:
         if name not in data:
-            kind = KINDS.get(name)
-            data[name] = _spread(name, [], np.full(n, -1), kind) if kind != "dict" else (
+            data[name] = empty_column(name, n) if KINDS.get(name) != "dict" else (
                 pd.Series([{}] * n, dtype=object).array)
-    if wanted is not None:
-        missing = [c for c in wanted if c not in data]
-        for name in missing:  # asked but absent from every run: an empty column
-            data[name] = _spread(name, [], np.full(n, -1), KINDS.get(name))
-        columns = list(wanted)
     frame = pd.DataFrame({c: data[c] for c in columns}, columns=columns)
     frame.index = pd.RangeIndex(n)
     # Which columns are user features (imported numeric columns, Run.features): the

@@ -211,9 +211,7 @@ def filter_frame(frame: pd.DataFrame, later: Mapping[str, Any]) -> pd.DataFrame:
 
 def select_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """``frame[columns]``; a canonical column no run filled comes back empty and typed."""
-    import numpy as np
-
-    from gpuperf_magics.store.frame import _spread
+    from gpuperf_magics.store.frame import empty_column
 
     unknown = [c for c in columns if c not in frame.columns and c not in KINDS]
     if unknown and not frame.empty:
@@ -223,7 +221,7 @@ def select_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
         )
     for name in columns:
         if name not in frame.columns:
-            frame[name] = _spread(name, [], np.full(len(frame), -1), KINDS.get(name))
+            frame[name] = empty_column(name, len(frame))
     out = frame[columns]
     out.attrs = {"feature_columns": [c for c in frame.attrs.get("feature_columns", [])
                                      if c in columns]}

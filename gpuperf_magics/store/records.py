@@ -38,10 +38,6 @@ INSERT_RUN = (
 )
 ITERATION_FIELDS = ("idx", "duration_s", "samples", "warmup", "skipped_step", "micro_batches",
                     "phases")
-INSERT_ITERATION = (
-    f"INSERT INTO iterations (run_id, {', '.join(ITERATION_FIELDS)}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
 SELECT_ITERATIONS = (
     f"SELECT {', '.join(ITERATION_FIELDS)} FROM iterations WHERE run_id = ? ORDER BY idx"
 )
@@ -78,19 +74,9 @@ class Recorder(NamedTuple):
     user: str
 
 
-#: Columns of ``SELECT ... FROM runs AS r``: the frame's name -> SQL expression.
-RUN_SELECT = {
-    "run_id": "r.id", "network": "r.network", "batch_size": "r.batch_size",
-    "iterations": "r.iterations", "time_s": "r.time_s", "status": "r.status", "gpu": "r.gpu",
-    "gpu_count": "r.gpu_count", "source": "r.source", "created_at": "r.created_at",
-    "device": "r.device", "it_median_s": "r.it_median_s", "it_p90_s": "r.it_p90_s",
-    "it_mean_s": "r.it_mean_s", "it_std_s": "r.it_std_s", "samples_per_s": "r.samples_per_s",
-    "warmup_iterations": "r.warmup_iterations", "recorded_iterations": "r.recorded_iterations",
-    "error": "r.error", "run_uid": "r.run_uid", "recorded_host": "r.recorded_host",
-    "recorded_user": "r.recorded_user", "hardware_id": "r.hardware_id",
-    "arch": "r.arch", "hyper": "r.hyper", "quality": "r.quality", "tags": "r.tags",
-    "features": "r.features", "notes": "r.notes", "peak_memory_gb": "r.peak_memory_gb",
-}
+#: Columns of ``SELECT ... FROM runs AS r``: the frame's name -> SQL expression (the id is
+#: ``run_id`` in a frame, every written column keeps its name).
+RUN_SELECT = {"run_id": "r.id", **{n: f"r.{n}" for n in WRITTEN_COLUMNS}}
 
 
 def select_runs(names: Iterable[str] = RUN_SELECT) -> str:
@@ -340,7 +326,7 @@ def backfill_uids(conn: Any) -> None:
         conn.executemany("UPDATE runs SET run_uid = ? WHERE id = ?", updates)
 
 
-def parse_run(names: list[str], row: Sequence[Any], where: str = "") -> dict[str, Any]:
+def parse_run(names: list[str], row: Sequence[Any]) -> dict[str, Any]:
     """A row of :func:`select_runs` as a run record with parsed JSON.
 
     Raises

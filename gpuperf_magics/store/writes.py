@@ -20,7 +20,7 @@ from gpuperf_magics.store.encoding import (
     to_json,
 )
 from gpuperf_magics.store.errors import RunNotFoundError
-from gpuperf_magics.store.records import Recorder, bump_revision, insert_runs
+from gpuperf_magics.store.records import Recorder, bump_revision, insert_runs, recorder
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -41,7 +41,7 @@ class TableToImport(NamedTuple):
     Attributes
     ----------
     name : str
-        The file name (``"DataFrame"`` for a frame), for messages.
+        The file name (``"the DataFrame"`` for a frame), for messages.
     records : list of dict
         One run record per row.
     uids : list
@@ -195,8 +195,6 @@ def _recorders(who: list[tuple[str | None, str | None]]) -> list[Recorder] | Non
     nothing; None when no row names anyone (the insert then names this process itself)."""
     if all(host is None and user is None for host, user in who):
         return None
-    from gpuperf_magics.store.records import recorder
-
     mine = recorder()
     return [Recorder(h or mine.host, u or mine.user) if (h or u) else mine for h, u in who]
 
