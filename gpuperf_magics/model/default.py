@@ -97,6 +97,9 @@ class DefaultModel(GlobalModel):
 
     Attributes
     ----------
+    cv_mape_ : float
+        MAPE of the moves to an unmeasured batch size validated on the user's runs; NaN
+        where too few could be validated and public figures stand in.
     moves_ : dict
         Per network, per kind of move: the chosen method, its validated MAPE and the
         candidates' errors (also in :meth:`report`).
@@ -165,13 +168,15 @@ class DefaultModel(GlobalModel):
         self.advice_ = []
         for net in self.networks_:
             self._advise(net, self.fits_[net])
-        # The error of moves to an unmeasured batch size, as validated on these runs (or the
-        # public figure standing in where too few could be): what "the model's error" means
-        # to someone asking about another batch size.
+        # The error of moves to an unmeasured batch size, as validated on these runs: what
+        # "the model's error" means to someone asking about another batch size. A public
+        # figure standing in where too few moves could be validated is not a cross-validated
+        # error of this model: with none validated, there is no such figure (NaN; each
+        # prediction's expected error still gives the public one).
         errors = [loc.moves[k].mape for loc in self.local_.values()
-                  for k in ("batch:inside", "batch:beyond") if k in loc.moves]
-        if errors:
-            self.cv_mape_ = float(np.mean(errors))
+                  for k in ("batch:inside", "batch:beyond")
+                  if k in loc.moves and not loc.moves[k].prior]
+        self.cv_mape_ = float(np.mean(errors)) if errors else float("nan")
         self.moves_ = {
             net: {k: {"method": m.method, "mape": m.mape, "validated": len(m.logres),
                       "public": m.prior, "candidates": dict(m.errors)}
