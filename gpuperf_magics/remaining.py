@@ -37,7 +37,7 @@ from gpuperf_magics.predict import PredictionError
 from gpuperf_magics.prediction_options import (
     check_remaining_options as check_remaining_options,
 )
-from gpuperf_magics.units import format_cost, format_duration
+from gpuperf_magics.units import format_cost, format_duration, format_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
     import os
@@ -99,7 +99,7 @@ class Remaining:
             "remaining": format_duration(r["remaining_s"]),
             "interval": f"{format_duration(r['remaining_low_s'])} – "
                         f"{format_duration(r['remaining_high_s'])}",
-            "per iteration": f"{1e3 * r['per_iteration_s']:.1f} ms",
+            "per iteration": format_seconds(r["per_iteration_s"]),
             "basis": r["basis"],
             "instance": r["instance"] or "—",
             "cost": format_cost(r["cost_usd"]),

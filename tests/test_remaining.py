@@ -144,6 +144,10 @@ def test_without_a_model_the_runs_own_iterations_answer(tmp_path):
     assert row["per_iteration_s"] == pytest.approx(0.05)
     assert row["remaining_s"] == pytest.approx(0.05 * 49)
     assert any("no model of 'solo'" in n for n in result.notes)
+    assert result.table()["per iteration"].iloc[0] == "50.0 ms"
+    slow = gm.Store(tmp_path / "slow.sqlite")
+    slow.save_run(_run(32, [2.5] * 10, status="interrupted", total=100, network="solo"))
+    assert remaining_time(slow).table()["per iteration"].iloc[0] == "2.50 s"  # not 2500.0 ms
 
 
 # --------------------------------------------------------------------------- magic and CLI
