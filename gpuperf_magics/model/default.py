@@ -375,12 +375,6 @@ def _busy(frame: pd.DataFrame) -> np.ndarray:
     return (values.fillna(0).to_numpy(float) > 0).astype(float)
 
 
-def _iterations_of(frame: pd.DataFrame) -> np.ndarray:
-    if "iterations" not in frame.columns:
-        return np.ones(len(frame))
-    return pd.to_numeric(frame["iterations"], errors="coerce").fillna(1).to_numpy(float)
-
-
 def _interval(logres: np.ndarray, coverage: float) -> tuple[float, float]:
     """The (1 − coverage)/2 and (1 + coverage)/2 quantiles of the residuals."""
     if len(logres) == 0:
