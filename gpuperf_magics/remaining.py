@@ -49,7 +49,6 @@ __all__ = [
     "LivePrior",
     "Remaining",
     "blend",
-    "check_remaining_options",
     "remaining_time",
 ]
 

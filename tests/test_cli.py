@@ -278,7 +278,7 @@ def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
 
 def test_evaluate_says_which_network_and_prints_percent(tmp_path):
     from gpuperf_magics.model import evaluate
-    from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
+    from gpuperf_magics.store_model import fit_store, per_iteration_table, robust_times
 
     store = tmp_path / "runs.sqlite"
     for name, scale in (("net-a", 1.0), ("net-b", 3.0)):
