@@ -40,19 +40,17 @@ from gpuperf_magics.model.local import (
 from gpuperf_magics.model.series import SeriesIndex, network_index, query_arrays
 from gpuperf_magics.model.validation import (
     DEFAULT_METHOD,
+    PRIOR_KIND,
     Move,
     choose,
     subset,
     validate,
 )
 
-#: Kind of prediction (the column ``kind``) of each kind of move.
-KIND = {"repeat": "interpolation", "batch:inside": "interpolation",
-        "feature:inside": "interpolation", "batch:beyond": "extrapolation",
-        "feature:beyond": "extrapolation", "batch:single": "extrapolation",
-        "gpu": "extrapolation", "transfer": "transfer",
-        **{f"chain:{a}:{p}": "extrapolation" for a in ("batch", "feature")
-           for p in ("inside", "beyond", "single")}}
+#: Kind of prediction (the column ``kind``) of each kind of move: the kind whose public figure
+#: stands in for it, except a move to another measured GPU, which is an extrapolation (the
+#: transfer figure only stands in for its error).
+KIND = {**PRIOR_KIND, "gpu": "extrapolation"}
 #: Repeats of a configuration that differ by more than this (max/min) are reported as noisy.
 NOISY = 1.25
 
