@@ -298,8 +298,6 @@ def _gpu_splits(name: str, dataset: str, table: pd.DataFrame, per_network: bool)
             keep = ~on_gpu.to_numpy() | test
             frame_k, test = frame[keep].reset_index(drop=True), test[keep]
             out.append(Split(f"{name} unseen GPU", dataset, frame_k, test, (gpu,)))
-            continue
-            out.append(Split(f"{name} unseen GPU", dataset, frame, test, (gpu,)))
     return out
 
 

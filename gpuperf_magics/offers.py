@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pandas as pd
 
-__all__ = ["Offers", "format_cost", "offer_label", "offers"]
+__all__ = ["Offers", "offer_label", "offers"]
 
 #: Marks of the ``marks`` column.
 CHEAPEST, FASTEST, DEADLINE = "cheapest", "fastest", "cheapest within deadline"

@@ -62,9 +62,13 @@ class Prediction:
         ``time_s``, ``time_low_s``, ``time_high_s``, ``per_iteration_s``, ``kind``, ``detail``,
         ``expected_mape``, plus any ``--set`` features.
     cv_mape : float
-        The model's cross-validated MAPE on the measured runs (fraction).
+        The model's cross-validated MAPE on the measured runs (fraction); NaN where too few
+        runs could be validated.
     runs : int
         Runs the model was fitted on.
+    measured : str
+        What those runs measured, as the header says it: the batch sizes and the device
+        (``"batch 16, 32 on Tesla T4"``).
     advice : list of str
         What to profile next for better predictions.
     notes : list of str

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from gpuperf_magics._checks import positive_number
 from gpuperf_magics.store_model import PredictionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -118,24 +119,28 @@ def number(option: str, text: str | None, *, whole: bool = False,
            positive: bool = True) -> Any:
     """An option's value as a finite (positive, whole) number; None when not given.
 
+    A positive value is checked by :func:`~gpuperf_magics._checks.positive_number`, the
+    rule every layer applies; ``positive=False`` (``--threshold``) takes any finite number.
+
     Raises
     ------
     ValueError
         The text is not such a number; the message names the option.
     """
+    if positive:
+        return positive_number(text, option, whole=whole)
     if text is None:
         return None
     kind = "a whole number" if whole else "a number"
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"{option} expects {kind}, got {text!r}") from None
-    if not math.isfinite(value) or (positive and value <= 0):
-        raise ValueError(f"{option} expects a finite{' positive' if positive else ''} "
-                         f"{kind[2:]}, got {text!r}")
+        raise ValueError(f"{option} must be {kind}, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{option} must be a finite {kind[2:]}, got {text!r}")
     if whole:
         if value != int(value):
-            raise ValueError(f"{option} expects a whole number, got {text!r}")
+            raise ValueError(f"{option} must be a whole number, got {text!r}")
         return int(value)
     return value
 

@@ -37,7 +37,7 @@ from gpuperf_magics.predict import PredictionError
 from gpuperf_magics.prediction_options import (
     check_remaining_options as check_remaining_options,
 )
-from gpuperf_magics.units import format_cost, format_duration
+from gpuperf_magics.units import format_cost, format_duration, format_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
     import os
@@ -49,7 +49,6 @@ __all__ = [
     "LivePrior",
     "Remaining",
     "blend",
-    "check_remaining_options",
     "remaining_time",
 ]
 
@@ -99,7 +98,7 @@ class Remaining:
             "remaining": format_duration(r["remaining_s"]),
             "interval": f"{format_duration(r['remaining_low_s'])} – "
                         f"{format_duration(r['remaining_high_s'])}",
-            "per iteration": f"{1e3 * r['per_iteration_s']:.1f} ms",
+            "per iteration": format_seconds(r["per_iteration_s"]),
             "basis": r["basis"],
             "instance": r["instance"] or "—",
             "cost": format_cost(r["cost_usd"]),
@@ -253,16 +252,22 @@ def _model_rows(store: Any, run: Any, rid: int, device: str | None, count: int,
 
     batch = int(run.batch_size) if run.batch_size else None
     model_row = None
+
+    def ask(gpu: str | None, gpus: int | None) -> pd.DataFrame:
+        return predict_time(store, run.network, batch_sizes=[batch] if batch else None,
+                            iterations=1, gpus=[gpu] if gpu else None, gpu_count=gpus).frame
+
     try:
-        # The run's own GPU is asked for too: the store's latest run may be on another one.
-        wanted = [g for g in (device, target) if g]
-        asked = predict_time(store, run.network, batch_sizes=[batch] if batch else None,
-                             iterations=1, gpus=wanted or None,
-                             gpu_count=(gpu_count or max(1, count)) if target else None)
-        frame = asked.frame
+        # The run's own device is asked for by name, at the count it ran on (the store's
+        # latest run may be on another one), and the target apart at its own count: one
+        # count for both would compare N× target with N× the run's device.
+        frame = ask(device, count or None)
         here = frame[frame["gpu"].isna()] if device is None else frame[frame["gpu"] == device]
         model_row = here.iloc[0] if len(here) else None
-        other = frame[frame["gpu"] == target].iloc[0] if target else None
+        other = None
+        if target is not None:
+            there = ask(target, gpu_count or max(1, count))
+            other = there[there["gpu"] == target].iloc[0]
     except PredictionError as exc:
         if target is not None:
             raise PredictionError(f"cannot place run {rid} on {target}: {exc}") from exc

@@ -175,16 +175,17 @@ def test_import_rejects_an_unknown_gpu(tmp_path):
 @pytest.mark.parametrize(
     ("option", "value", "what"),
     [
-        ("--epochs", "inf", "finite positive number"),
-        ("--epochs", "nan", "finite positive number"),
-        ("--epochs", "0", "finite positive number"),
-        ("--epochs", "-2", "finite positive number"),
-        ("--epochs", "two", "expects a number"),
-        ("--iterations", "1e400", "finite positive whole number"),
-        ("--iterations", "1.5", "whole number"),
-        ("--samples", "nan", "finite positive whole number"),
-        ("--gpu-count", "0", "finite positive whole number"),
-        ("--gpu-count", "inf", "finite positive whole number"),
+        ("--epochs", "inf", "must be a finite number > 0"),
+        ("--epochs", "nan", "must be a finite number > 0"),
+        ("--epochs", "0", "must be a finite number > 0"),
+        ("--epochs", "-2", "must be a finite number > 0"),
+        ("--epochs", "two", "must be a number"),
+        ("--iterations", "1e400", "must be a finite number > 0"),
+        ("--iterations", "1.5", "must be a whole number"),
+        ("--iterations", "1_000", "must be a whole number"),
+        ("--samples", "nan", "must be a finite number > 0"),
+        ("--gpu-count", "0", "must be a finite number > 0"),
+        ("--gpu-count", "inf", "must be a finite number > 0"),
         ("--batch-size", "32,inf", "--batch-size expects integers"),
         ("--batch-size", "0", "--batch-size expects positive integers"),
     ],
@@ -208,10 +209,10 @@ def test_numeric_option_errors_through_the_command(tmp_path):
         proc = gpuperf("predict", "--epochs", value, store=store, check=False)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr
         assert proc.stderr.strip() == (
-            f"gpuperf predict: error: --epochs expects a finite positive number, got '{value}'"
+            f"gpuperf predict: error: --epochs must be a finite number > 0, got '{value}'"
         )
     proc = gpuperf("evaluate", "--threshold", "nan", store=store, check=False)
-    assert proc.returncode == 2 and "--threshold expects a finite number" in proc.stderr
+    assert proc.returncode == 2 and "--threshold must be a finite number" in proc.stderr
 
 
 def test_numeric_options_accept_whole_numbers_in_any_spelling(tmp_path):
@@ -299,7 +300,7 @@ def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
 
 def test_evaluate_says_which_network_and_prints_percent(tmp_path):
     from gpuperf_magics.model import evaluate
-    from gpuperf_magics.predict import fit_store, per_iteration_table, robust_times
+    from gpuperf_magics.store_model import fit_store, per_iteration_table, robust_times
 
     store = tmp_path / "runs.sqlite"
     for name, scale in (("net-a", 1.0), ("net-b", 3.0)):

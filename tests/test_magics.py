@@ -358,9 +358,9 @@ def test_magic_displays_table_and_flags(ip, filled, capsys):
         ("nosuchnet", "known networks"),
         ("--gpu 'Voodoo 5'", "Voodoo"),
         ("-v 2x", "variable name"),
-        ("--epochs nan", "--epochs expects a finite positive number"),
-        ("--epochs inf", "--epochs expects a finite positive number"),
-        ("--iterations -5", "--iterations expects a finite positive whole number"),
+        ("--epochs nan", "--epochs must be a finite number > 0"),
+        ("--epochs inf", "--epochs must be a finite number > 0"),
+        ("--iterations -5", "--iterations must be a finite number > 0"),
         ("--set depth=nan", "finite number"),
     ],
 )

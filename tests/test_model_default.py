@@ -46,3 +46,21 @@ def test_fit_and_predict_never_open_a_connection(monkeypatch: pytest.MonkeyPatch
     table = model.predict_table(frame.drop(columns="time_s").assign(gpu="A100 80GB"))
     assert set(table["kind"]) == {"transfer"}
     assert model.transfer_prior_.source.startswith("public data")
+
+
+def test_no_cross_validated_error_is_claimed_where_public_figures_stand_in() -> None:
+    def fitted(batches: list[int]) -> TrainingTimeModel:
+        frame = pd.DataFrame([{"network": "net", "batch_size": b, "iterations": 10,
+                               "gpu": "Tesla T4", "time_s": 10 * (0.01 + 0.001 * b)}
+                              for b in batches])
+        return TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+
+    tiny = fitted([8, 16, 32])
+    moves = tiny.moves_["net"]
+    assert moves["batch:inside"]["public"] and moves["batch:beyond"]["public"]
+    assert np.isnan(tiny.cv_mape_)
+    # Enough batch sizes to validate moves inside them: their error is the model's.
+    wide = fitted([2 ** k for k in range(3, 15)])
+    inside = wide.moves_["net"]["batch:inside"]
+    assert not inside["public"] and wide.moves_["net"]["batch:beyond"]["public"]
+    assert wide.cv_mape_ == pytest.approx(inside["mape"])

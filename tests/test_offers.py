@@ -10,8 +10,9 @@ import pytest
 
 import gpuperf_magics as gm
 from gpuperf_magics.hardware.prices import PriceError
-from gpuperf_magics.offers import Offers, format_cost, offers
+from gpuperf_magics.offers import Offers, offers
 from gpuperf_magics.predict import PredictionError
+from gpuperf_magics.units import format_cost
 
 MINE = pd.DataFrame([
     {"provider": "acme", "region": "eu", "instance": "t4-box", "gpu": "T4", "gpus": 1,

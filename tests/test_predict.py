@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -27,9 +29,12 @@ def test_default_table_covers_measured_and_neighbouring_batch_sizes(filled):
     # (strict growth is tested on fixed imported times below).
     per_it = dict(zip(frame["batch_size"], frame["per_iteration_s"], strict=True))
     assert per_it[128] >= per_it[8]
-    assert 0 < result.cv_mape < 1
+    # Four runs are too few to validate a move to another batch size: the public figures
+    # stand in (each row's expected error), and the header claims no cross-validated error.
+    assert math.isnan(result.cv_mape)
     text = str(result)
     assert "mlp: fitted on 4 run(s)" in text and "interpolation" in text
+    assert "cross-validated error (MAPE) n/a" in text
     html = result._repr_html_()
     assert "<table" in html and "predicted time" in html
 

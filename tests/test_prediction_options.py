@@ -9,7 +9,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpuperf_magics as gm
-from gpuperf_magics import predict, prediction_options
+from gpuperf_magics import prediction_options
 from gpuperf_magics.cli import _parser, main
 from gpuperf_magics.run import IterationRecord, Run
 
@@ -90,7 +90,7 @@ def test_both_read_what_their_users_type_and_the_latest_partial_run(ip, store, c
     [("32,64, 128", [32, 64, 128]), ("32 64", [32, 64]), (None, None)],
 )
 def test_parse_batch_sizes(text, expected):
-    assert predict.parse_batch_sizes(text) == expected
+    assert prediction_options.parse_batch_sizes(text) == expected
 
 
 def test_unquoted_names_and_lists_read_as_meant(ip, filled):

@@ -11,13 +11,14 @@ from gpuperf_magics.remaining import PRIOR_ITERATIONS, LivePrior, blend, remaini
 from gpuperf_magics.run import IterationRecord, Run
 
 
-def _run(batch, durations, *, status="ok", total=None, network="cnn", gpu="Tesla T4"):
+def _run(batch, durations, *, status="ok", total=None, network="cnn", gpu="Tesla T4",
+         gpus=1):
     """A run of fixed iteration times; the first one is warm-up (10× slower)."""
     its = [IterationRecord(index=i, duration_s=d, samples=batch, warmup=i == 0)
            for i, d in enumerate([10 * durations[0], *durations])]
     hyper = {"total_iterations": total} if total else {}
     return Run(network=network, status=status, iterations=its, batch_size=batch,
-               device="cuda" if gpu else "cpu", gpu=gpu, gpu_count=1 if gpu else 0,
+               device="cuda" if gpu else "cpu", gpu=gpu, gpu_count=gpus if gpu else 0,
                hyper=hyper)
 
 
@@ -90,6 +91,28 @@ def test_moving_the_rest_to_another_gpu_with_the_cost_of_both(store):
     assert any(n.startswith("no price for 2× NVIDIA A100-SXM4-80GB:") for n in bare.notes)
 
 
+def test_the_move_compares_the_target_count_with_the_runs_own_count(tmp_path):
+    # Complete runs on 1 and 2 T4s; the interrupted run had one. Moved to 2 A100s, the ratio
+    # is 2× A100 over 1× T4: asking both at 2 GPUs would compare with 2× T4 instead.
+    st = gm.Store(tmp_path / "runs.sqlite")
+    for batch in (16, 32, 64):
+        st.save_run(_run(batch, [0.01 + 0.001 * batch] * 30))
+        st.save_run(_run(batch, [0.01 + 0.0005 * batch] * 30, gpus=2))
+    rid = st.save_run(_run(32, [0.05] * 100, status="interrupted", total=1000))
+    result = remaining_time(st, rid, gpu="a100 80gb", gpu_count=2)
+    here, moved = result.frame.iloc[0], result.frame.iloc[1]
+    assert here["gpus"] == 1 and moved["gpus"] == 2
+
+    def model(gpus):
+        return gm.predict_time(st, "cnn", batch_sizes=[32], iterations=1, gpus=["A100 80GB"],
+                               gpu_count=gpus).frame.set_index("gpu")["time_s"]
+
+    one, two = model(1), model(2)
+    assert two["Tesla T4"] < 0.8 * one["Tesla T4"]  # the model knows 2 T4s are faster
+    ratio = two["NVIDIA A100-SXM4-80GB"] / one["Tesla T4"]
+    assert moved["per_iteration_s"] == pytest.approx(here["per_iteration_s"] * ratio)
+
+
 @pytest.mark.parametrize(("setup", "kwargs", "message"), [
     (None, {}, "no interrupted or failed run with a known job length"),
     (None, {"run_id": 99}, "no run 99"),
@@ -121,6 +144,10 @@ def test_without_a_model_the_runs_own_iterations_answer(tmp_path):
     assert row["per_iteration_s"] == pytest.approx(0.05)
     assert row["remaining_s"] == pytest.approx(0.05 * 49)
     assert any("no model of 'solo'" in n for n in result.notes)
+    assert result.table()["per iteration"].iloc[0] == "50.0 ms"
+    slow = gm.Store(tmp_path / "slow.sqlite")
+    slow.save_run(_run(32, [2.5] * 10, status="interrupted", total=100, network="solo"))
+    assert remaining_time(slow).table()["per iteration"].iloc[0] == "2.50 s"  # not 2500.0 ms
 
 
 # --------------------------------------------------------------------------- magic and CLI

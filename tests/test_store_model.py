@@ -56,7 +56,7 @@ def store(filled, tmp_path):
 
 
 def test_empty_store_says_to_profile_first(tmp_path):
-    with pytest.raises(predict.PredictionError, match="profile a training cell"):
+    with pytest.raises(PredictionError, match="profile a training cell"):
         predict.predict_time(tmp_path / "empty.sqlite")
 
 
@@ -83,7 +83,7 @@ def test_whole_run_imports_keep_their_setup_time(tmp_path):
     rows = [{"network": "net", "batch_size": b, "iterations": n, "time_s": 30 + n * 0.001 * b}
             for b in (16, 32, 64, 128) for n in (500, 1000, 2000)]
     gm.Store(path).import_table(pd.DataFrame(rows))
-    assert not predict.steady_state(gm.Store(path).runs())
+    assert not store_model.steady_state(gm.Store(path).runs())
     frame = predict.predict_time(path, batch_sizes=[32, 64], iterations=1000).frame
     expected = [30 + 1000 * 0.032, 30 + 1000 * 0.064]
     assert frame["time_s"].to_numpy() == pytest.approx(expected, rel=0.1)
@@ -102,7 +102,7 @@ def test_one_stall_in_a_short_run_does_not_skew_the_model(tmp_path):
         run = Run(network="net", batch_size=batch, iterations=[
             IterationRecord(i, d, batch, warmup=i == 0) for i, d in enumerate(durations)])
         gm.Store(path).save_run(run)
-    times = predict.robust_times(gm.Store(path), gm.Store(path).runs())
+    times = store_model.robust_times(gm.Store(path), gm.Store(path).runs())
     assert list(times / 20) == pytest.approx([0.016, 0.032, 0.064])
     frame = predict.predict_time(path, batch_sizes=[16], iterations=100).frame
     assert frame["per_iteration_s"].iloc[0] == pytest.approx(0.016, rel=0.1)
@@ -116,7 +116,7 @@ def test_busy_runs_are_learnt_from_their_median_iteration(tmp_path):
     run = Run(network="net", batch_size=8, quality={"busy": True},
               iterations=[IterationRecord(i, d, 8) for i, d in enumerate(durations)])
     gm.Store(path).save_run(run)
-    times = predict.robust_times(gm.Store(path), gm.Store(path).runs())
+    times = store_model.robust_times(gm.Store(path), gm.Store(path).runs())
     assert times.iloc[0] == pytest.approx(0.01 * 20)
 
 

@@ -40,19 +40,17 @@ from gpuperf_magics.model.local import (
 from gpuperf_magics.model.series import SeriesIndex, network_index, query_arrays
 from gpuperf_magics.model.validation import (
     DEFAULT_METHOD,
+    PRIOR_KIND,
     Move,
     choose,
     subset,
     validate,
 )
 
-#: Kind of prediction (the column ``kind``) of each kind of move.
-KIND = {"repeat": "interpolation", "batch:inside": "interpolation",
-        "feature:inside": "interpolation", "batch:beyond": "extrapolation",
-        "feature:beyond": "extrapolation", "batch:single": "extrapolation",
-        "gpu": "extrapolation", "transfer": "transfer",
-        **{f"chain:{a}:{p}": "extrapolation" for a in ("batch", "feature")
-           for p in ("inside", "beyond", "single")}}
+#: Kind of prediction (the column ``kind``) of each kind of move: the kind whose public figure
+#: stands in for it, except a move to another measured GPU, which is an extrapolation (the
+#: transfer figure only stands in for its error).
+KIND = {**PRIOR_KIND, "gpu": "extrapolation"}
 #: Repeats of a configuration that differ by more than this (max/min) are reported as noisy.
 NOISY = 1.25
 
@@ -97,6 +95,9 @@ class DefaultModel(GlobalModel):
 
     Attributes
     ----------
+    cv_mape_ : float
+        MAPE of the moves to an unmeasured batch size validated on the user's runs; NaN
+        where too few could be validated and public figures stand in.
     moves_ : dict
         Per network, per kind of move: the chosen method, its validated MAPE and the
         candidates' errors (also in :meth:`report`).
@@ -165,13 +166,15 @@ class DefaultModel(GlobalModel):
         self.advice_ = []
         for net in self.networks_:
             self._advise(net, self.fits_[net])
-        # The error of moves to an unmeasured batch size, as validated on these runs (or the
-        # public figure standing in where too few could be): what "the model's error" means
-        # to someone asking about another batch size.
+        # The error of moves to an unmeasured batch size, as validated on these runs: what
+        # "the model's error" means to someone asking about another batch size. A public
+        # figure standing in where too few moves could be validated is not a cross-validated
+        # error of this model: with none validated, there is no such figure (NaN; each
+        # prediction's expected error still gives the public one).
         errors = [loc.moves[k].mape for loc in self.local_.values()
-                  for k in ("batch:inside", "batch:beyond") if k in loc.moves]
-        if errors:
-            self.cv_mape_ = float(np.mean(errors))
+                  for k in ("batch:inside", "batch:beyond")
+                  if k in loc.moves and not loc.moves[k].prior]
+        self.cv_mape_ = float(np.mean(errors)) if errors else float("nan")
         self.moves_ = {
             net: {k: {"method": m.method, "mape": m.mape, "validated": len(m.logres),
                       "public": m.prior, "candidates": dict(m.errors)}
@@ -368,12 +371,6 @@ def _busy(frame: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(frame))
     values = pd.to_numeric(frame["busy"].astype(object), errors="coerce")
     return (values.fillna(0).to_numpy(float) > 0).astype(float)
-
-
-def _iterations_of(frame: pd.DataFrame) -> np.ndarray:
-    if "iterations" not in frame.columns:
-        return np.ones(len(frame))
-    return pd.to_numeric(frame["iterations"], errors="coerce").fillna(1).to_numpy(float)
 
 
 def _interval(logres: np.ndarray, coverage: float) -> tuple[float, float]:

@@ -75,15 +75,14 @@ class Route:
     steps: list[tuple[float, np.ndarray, Route]] = field(default_factory=list)
 
 
-def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray,
-          gpu_moves: bool = True) -> Route:
+def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray) -> Route:
     """The route of one query (features ``v``, hardware ``h``) over ``allowed`` configurations."""
     gid = index.gpu_of(h)
     on_hw = allowed & (index.hw_id == gid)
     own = _route_on(index, v, on_hw)
     if own.kind != "none":
         return own
-    if not gpu_moves or index.hw.shape[1] == 0:
+    if index.hw.shape[1] == 0:
         return _chain(index, v, on_hw)
     others = allowed & ~on_hw
     if not others.any():
