@@ -320,7 +320,10 @@ class Recorder:
             # the clock either (a CPU transform would time a CUDA model on the host).
             return
         self._top = module
-        self._top_token = self._ensure_clock(device_of(module, args)).mark()
+        clock = self.clock
+        if clock is None:  # the device walk only picks the first clock
+            clock = self._ensure_clock(device_of(module, args))
+        self._top_token = clock.mark()
         if is_compiled_wrapper(module):
             # Adopt at once, before Dynamo traces the inner module with global hooks present:
             # otherwise removing them later would force a recompilation.
@@ -419,8 +422,10 @@ class Recorder:
 
     def _m_pre_timed(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         if _is_grad_enabled():
-            token = self._ensure_clock(device_of(module, args)).mark()
-            self._log_forward(module, args, kwargs, token)
+            clock = self.clock
+            if clock is None:  # the device walk only picks the first clock
+                clock = self._ensure_clock(device_of(module, args))
+            self._log_forward(module, args, kwargs, clock.mark())
 
     def _m_post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if _is_grad_enabled() and self.clock is not None:
