@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuperf_magics.architecture.unwrap import unwrap
+from gpuperf_magics.architecture.unwrap import is_compiled, unwrap
 from gpuperf_magics.capture import events as _events
 from gpuperf_magics.capture.batch import batch_of, first_tensor
 from gpuperf_magics.capture.clock import Clock, make_clock, make_peak_memory
@@ -60,7 +60,6 @@ from gpuperf_magics.capture.probes import (
     device_of,
     dynamo_disabled,
     global_forward_hook,
-    is_compiled_wrapper,
     lr_of,
     opt_device,
     output_grad_fn,
@@ -324,7 +323,7 @@ class Recorder:
         if clock is None:  # the device walk only picks the first clock
             clock = self._ensure_clock(device_of(module, args))
         self._top_token = clock.mark()
-        if is_compiled_wrapper(module):
+        if is_compiled(module):
             # Adopt at once, before Dynamo traces the inner module with global hooks present:
             # otherwise removing them later would force a recompilation.
             self._depth = 0
