@@ -16,10 +16,16 @@ import html
 from typing import Any
 
 from gpuperf_magics import plot
+from gpuperf_magics.panel_controls import (
+    _BOUNDS,
+    CPU_LABEL,
+    SNAPSHOT_CLASS,
+    PanelControls,
+    starting_value,
+)
 
 # The controls' defaults moved to panel_controls (issue 11); importable from here as before.
 from gpuperf_magics.panel_controls import ASSUMED_SAMPLES as ASSUMED_SAMPLES
-from gpuperf_magics.panel_controls import CPU_LABEL, SNAPSHOT_CLASS, PanelControls, starting_value
 from gpuperf_magics.panel_controls import DEFAULT_EPOCHS as DEFAULT_EPOCHS
 from gpuperf_magics.panel_controls import DEFAULT_OFFERS as DEFAULT_OFFERS
 
@@ -315,7 +321,7 @@ class WhatIfPanel(PanelControls):
             # Shown for reference, and the starting point when switching to iterations.
             self._quiet = True
             try:
-                self.iterations.value = min(int(row["iterations"]), 10**15)
+                self.iterations.value = min(int(row["iterations"]), _BOUNDS["iterations"][1])
             finally:
                 self._quiet = False
         kind = row["kind"] + (f" ({row['detail']})" if row["detail"] else "")

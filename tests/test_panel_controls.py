@@ -71,6 +71,16 @@ def test_invalid_starting_values_are_refused(store, name, value, message):
     assert name in str(info.value)
 
 
+def test_the_controls_hold_the_bounds_a_starting_value_is_checked_against(store):
+    from gpuperf_magics.panel_controls import _BOUNDS
+
+    panel = what_if(store)
+    for name in ("batch_size", "gpu_count", "epochs", "iterations", "samples"):
+        control = getattr(panel, name)
+        assert (control.min, control.max) == _BOUNDS[name], name
+    assert (panel.deadline.min, panel.deadline.max) == (0, _BOUNDS["deadline_h"][1])  # 0: none
+
+
 def test_whole_floats_are_accepted_as_whole_numbers(store):
     panel = what_if(store, batch_size=16.0, samples=512.0)
     assert panel.batch_size.value == 16 and panel.samples.value == 512
