@@ -8,10 +8,10 @@ offers. What a control holds and when it is enabled is here.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable
 from typing import Any
+
+from gpuperf_magics._checks import positive_number
 
 __all__ = ["ASSUMED_SAMPLES", "DEFAULT_EPOCHS", "DEFAULT_OFFERS", "PanelControls",
            "offer_choices", "preselected", "starting_value"]
@@ -45,20 +45,16 @@ def _number_text(value: float) -> str:
 
 def starting_value(name: str, value: Any, *, whole: bool) -> Any:
     """``value`` checked as the starting value of control ``name`` (None stays None)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if isinstance(value, str):  # a Python call passes numbers; text is a mistake here
         raise ValueError(f"{name} must be a number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    if whole and not number.is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    number = positive_number(value, name, whole=whole)
+    if number is None:
+        return None
     low, high = _BOUNDS[name]
     if not low <= number <= high:
         raise ValueError(f"{name} must be between {_number_text(low)} and "
                          f"{_number_text(high)}, got {value!r}")
-    return int(number) if whole else number
+    return number
 
 
 def offer_choices(table: Any) -> list[tuple[str, str]]:

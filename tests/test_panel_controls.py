@@ -50,19 +50,20 @@ def test_starting_iterations_open_the_panel_in_iterations(store):
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [
-    ("batch_size", 0, "finite positive"),
-    ("batch_size", -8, "finite positive"),
+    ("batch_size", 0, "finite number > 0"),
+    ("batch_size", -8, "finite number > 0"),
     ("batch_size", 48.5, "whole number"),
-    ("batch_size", True, "must be a number"),
+    ("batch_size", True, "must be a whole number"),
+    ("epochs", True, "must be a number"),
     ("batch_size", "48", "must be a number"),
     ("batch_size", 2_000_000, "between 1 and 1,000,000"),
-    ("gpu_count", 0, "finite positive"),
+    ("gpu_count", 0, "finite number > 0"),
     ("gpu_count", 4096, "between 1 and 1,024"),
-    ("epochs", math.nan, "finite positive"),
-    ("epochs", math.inf, "finite positive"),
+    ("epochs", math.nan, "finite number > 0"),
+    ("epochs", math.inf, "finite number > 0"),
     ("epochs", 0.001, "between 0.01 and 1,000,000"),
-    ("iterations", -1, "finite positive"),
-    ("samples", 0, "finite positive"),
+    ("iterations", -1, "finite number > 0"),
+    ("samples", 0, "finite number > 0"),
     ("samples", 10**13, "between 1 and 1,000,000,000,000"),
 ])
 def test_invalid_starting_values_are_refused(store, name, value, message):
