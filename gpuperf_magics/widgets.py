@@ -177,10 +177,9 @@ class WhatIfPanel(PanelControls):
             except StoreError:
                 runs = self.store.runs(status="ok").iloc[:0]
         latest = runs.iloc[-1] if len(runs) else pd.Series(dtype=object)
-        self._measured_batches = {int(b) for b in runs["batch_size"].dropna()} \
-            if model is not None else set()
         # Measured seconds per iteration by batch size, as the model learns them (a profiled
-        # run's robust steady time, the median run of each batch size): the plot's points.
+        # run's robust steady time, the median run of each batch size): the plot's points,
+        # and its keys the measured batch sizes the plot spans.
         per_it = (robust_times(self.store, runs) / runs["iterations"]).groupby(
             runs["batch_size"]).median() if model is not None and len(runs) \
             else pd.Series(dtype=float)
@@ -351,7 +350,7 @@ class WhatIfPanel(PanelControls):
 
     # ------------------------------------------------------------------ plot and offers
     def _plot_batches(self) -> list[int]:
-        return plot.batch_sizes(list(self._measured_batches), self.batch_size.value)
+        return plot.batch_sizes(list(self._measured_per_iteration), self.batch_size.value)
 
     def _draw(self, on_gpu: bool) -> None:
         """Job time against batch size on the measured device and the chosen GPU, drawn into
@@ -363,10 +362,9 @@ class WhatIfPanel(PanelControls):
             gpu_count=self.gpu_count.value if on_gpu else None,
             settings={k: v.value for k, v in self.features.items()}, **self._length(),
         )
-        measured = {b: t for b, t in self._measured_per_iteration.items()
-                    if b in self._measured_batches}
         self.figure = plot.job_time_figure(prediction.frame, plot.JobPlot(
-            network=self.network.value, here=self._here, measured_per_iteration=measured,
+            network=self.network.value, here=self._here,
+            measured_per_iteration=self._measured_per_iteration,
             batch_size=self.batch_size.value,
             deadline_s=self.deadline.value * 3600 if self.deadline.value else None))
         self.plot.outputs = (plot.png_output(self.figure,
