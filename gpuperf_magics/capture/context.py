@@ -54,7 +54,7 @@ def fill_hardware(run: Run, rec: Any, job_gpus: int | None) -> None:
     if device is not None and device.type == "cuda":
         run.device = str(device)
         run.gpu = run.hardware.get("gpu_name")
-        run.gpu_count = _gpu_count(rec.model)
+        run.gpu_count = gpu_count(rec.model)
     else:
         run.device = "cpu" if device is None else str(device)
         run.gpu, run.gpu_count = None, 0
@@ -78,7 +78,8 @@ def _with_catalog_specs(features: dict[str, Any]) -> dict[str, Any]:
     return features
 
 
-def _gpu_count(model: Any) -> int:
+def gpu_count(model: Any) -> int:
+    """GPUs one process of ``model`` drives: a DataParallel's devices, else one."""
     from torch import nn
 
     if isinstance(model, nn.DataParallel):

@@ -17,13 +17,7 @@ from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
 from gpuperf_magics._checks import positive_number
-from gpuperf_magics.capture.context import (  # noqa: F401 (_tf32_flags: test_columns)
-    _gpu_count,
-    _tf32_flags,
-    default_name,
-    fill_hardware,
-    fill_model,
-)
+from gpuperf_magics.capture.context import default_name, fill_hardware, fill_model, gpu_count
 from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
 from gpuperf_magics.run import IterationRecord, Run
@@ -205,7 +199,7 @@ class ProfileSession:
             return network, batch, None, 0
         import torch
 
-        return network, batch, torch.cuda.get_device_name(device), _gpu_count(model)
+        return network, batch, torch.cuda.get_device_name(device), gpu_count(model)
 
     def __exit__(
         self,
