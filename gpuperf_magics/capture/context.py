@@ -120,6 +120,15 @@ def _tf32_allowed(legacy: Any, scopes: list[Any]) -> bool | None:
     return None
 
 
+def model_name(model: Any) -> str:
+    """The network name of a run of ``model`` without ``--name``: :func:`default_name` of
+    the network inside its ``torch.compile`` and DataParallel wrappers."""
+    from gpuperf_magics.architecture.unwrap import unwrap
+
+    inner = unwrap(model).module
+    return default_name(type(inner).__name__, sum(p.numel() for p in inner.parameters()))
+
+
 def default_name(class_name: str, params: int | None) -> str:
     """The network name of a run without ``--name``: the model's class and its size.
 

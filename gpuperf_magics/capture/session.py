@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
 from gpuperf_magics._checks import positive_number
-from gpuperf_magics.capture.context import default_name, fill_hardware, fill_model, gpu_count
+from gpuperf_magics.capture.context import fill_hardware, fill_model, gpu_count, model_name
 from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
 from gpuperf_magics.run import IterationRecord, Run
@@ -69,9 +69,9 @@ class ProfileSession:
     ----------
     name : str, optional
         Workload label; default: the model's class name and parameter count
-        (:func:`default_name`, e.g. ``"ResNet-25.6M"``). Runs of one name are learnt as one
-        network: name runs yourself to group them (a depth study) or to tell apart models
-        of one size.
+        (:func:`~gpuperf_magics.capture.context.default_name`, e.g. ``"ResNet-25.6M"``). Runs
+        of one name are learnt as one network: name runs yourself to group them (a depth
+        study) or to tell apart models of one size.
     store : str or path-like or Store, optional
         Where to save the run; default: ``$GPUPERF_STORE`` or the per-user store.
     warmup : int, optional
@@ -179,7 +179,6 @@ class ProfileSession:
         """Network, batch size, GPU name (None on the CPU) and GPU count of the loop running
         in the block, or None until the recorder has seen the model and a complete step.
         Safe to call from another thread (the live line asks the store's model with it)."""
-        from gpuperf_magics.architecture.unwrap import unwrap
         from gpuperf_magics.capture.probes import device_of
 
         rec = self._recorder
@@ -189,11 +188,7 @@ class ProfileSession:
         batch = rec.recent_batch()
         if not batch:
             return None
-        network = self.name
-        if not network:
-            inner = unwrap(model).module
-            network = default_name(type(inner).__name__,
-                                   sum(p.numel() for p in inner.parameters()))
+        network = self.name or model_name(model)
         device = device_of(model)
         if device is None or device.type != "cuda":
             return network, batch, None, 0
@@ -367,8 +362,6 @@ class ProfileSession:
 
     def _fill_batch(self, rec: Any, records: list[IterationRecord]) -> None:
         """Batch size, hyper-parameters and the default name: cheap, before anything slow."""
-        from gpuperf_magics.architecture.unwrap import unwrap
-
         run = self.run
         steady = [r for r in records if not r.warmup] or records
         run.batch_size = _mode([r.samples or 0 for r in steady])
@@ -391,9 +384,7 @@ class ProfileSession:
         if model is None:
             run.network = run.network or "training"
         elif not run.network:
-            inner = unwrap(model).module
-            params = sum(p.numel() for p in inner.parameters())
-            run.network = default_name(type(inner).__name__, params)
+            run.network = model_name(model)
 
     def _save(self) -> None:
         from gpuperf_magics.store import Store, StoreError
