@@ -121,8 +121,7 @@ class ProfileSession:
         if warmup is not None and warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
         positive_number(epochs, "epochs")
-        if total_iterations is not None and total_iterations <= 0:
-            raise ValueError(f"total_iterations must be > 0, got {total_iterations}")
+        total_iterations = positive_number(total_iterations, "total_iterations", whole=True)
         if epochs is not None and total_iterations is not None:
             raise ValueError("give epochs or total_iterations, not both (total_iterations "
                              "counts the whole job; epochs are multiplied by the loader's length)")
