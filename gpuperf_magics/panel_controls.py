@@ -84,7 +84,6 @@ def preselected(table: Any, choices: list[tuple[str, str]], builtin: Any) -> lis
     return [choices[i][1] for i in order[:DEFAULT_OFFERS]]
 
 
-
 class PanelControls:
     """The controls of the what-if panel and the rules between them (which length control
     is enabled, whose samples per epoch the panel shows). The panel supplies ``_update`` (answer

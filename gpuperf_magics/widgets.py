@@ -32,8 +32,6 @@ from gpuperf_magics.panel_controls import DEFAULT_OFFERS as DEFAULT_OFFERS
 __all__ = ["WhatIfPanel", "what_if"]
 
 
-
-
 class WhatIfPanel(PanelControls):
     """A panel of controls and a result area; ``panel.widget`` is what a notebook displays.
 
@@ -151,7 +149,6 @@ class WhatIfPanel(PanelControls):
         self._quiet = False
         self._update()
 
-
     # ------------------------------------------------------------------ network
     def _load_network(
         self, network: str, *, opening: bool = False, batch_size: int | None = None,
@@ -255,7 +252,6 @@ class WhatIfPanel(PanelControls):
             self._quiet = False
         self._update()
 
-
     # ------------------------------------------------------------------ answer
     def _notes(self, on_gpu: bool) -> list[str]:
         """What the answer assumes that the user did not say."""
@@ -288,7 +284,6 @@ class WhatIfPanel(PanelControls):
             self._refresh_snapshot()
         except Exception as exc:  # pragma: no cover - the live panel matters more
             self._show_error(f"the saved answer could not be updated: {exc}")
-
 
     def _answer(self) -> None:
         from gpuperf_magics.hardware.catalog import UnknownGPUError

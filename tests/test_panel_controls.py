@@ -109,7 +109,7 @@ def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
 
 
 def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
-    from gpuperf_magics.widgets import DEFAULT_OFFERS
+    from gpuperf_magics.panel_controls import DEFAULT_OFFERS
 
     path = tmp_path / "mine.csv"
     path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"
