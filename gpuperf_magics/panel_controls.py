@@ -8,10 +8,10 @@ offers. What a control holds and when it is enabled is here.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Callable
 from typing import Any
+
+from gpuperf_magics._checks import positive_number
 
 __all__ = ["ASSUMED_SAMPLES", "DEFAULT_EPOCHS", "DEFAULT_OFFERS", "PanelControls",
            "offer_choices", "preselected", "starting_value"]
@@ -45,20 +45,16 @@ def _number_text(value: float) -> str:
 
 def starting_value(name: str, value: Any, *, whole: bool) -> Any:
     """``value`` checked as the starting value of control ``name`` (None stays None)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if isinstance(value, str):  # a Python call passes numbers; text is a mistake here
         raise ValueError(f"{name} must be a number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError(f"{name} must be a finite positive number, got {value!r}")
-    if whole and not number.is_integer():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    number = positive_number(value, name, whole=whole)
+    if number is None:
+        return None
     low, high = _BOUNDS[name]
     if not low <= number <= high:
         raise ValueError(f"{name} must be between {_number_text(low)} and "
                          f"{_number_text(high)}, got {value!r}")
-    return int(number) if whole else number
+    return number
 
 
 def offer_choices(table: Any) -> list[tuple[str, str]]:
@@ -86,7 +82,6 @@ def preselected(table: Any, choices: list[tuple[str, str]], builtin: Any) -> lis
     own = [i for i, (*k, p, src) in enumerate(rows) if shipped.get(tuple(k)) != (p, src)]
     order = own + [i for i in range(len(choices)) if i not in own]
     return [choices[i][1] for i in order[:DEFAULT_OFFERS]]
-
 
 
 class PanelControls:
@@ -118,25 +113,29 @@ class PanelControls:
         self._style, self._layout = style, layout
         self.network = w.Dropdown(options=networks, value=first,
                                   description="network", style=style, layout=layout)
-        self.batch_size = w.BoundedIntText(value=batch_size or DEFAULT_BATCH_SIZE, min=1,
-                                           max=1_000_000, description="batch size",
+        low, high = _BOUNDS["batch_size"]
+        self.batch_size = w.BoundedIntText(value=batch_size or DEFAULT_BATCH_SIZE, min=low,
+                                           max=high, description="batch size",
                                            style=style, layout=layout)
         self.length = w.ToggleButtons(
             options=[("epochs × samples", "epochs"), ("iterations", "iterations")],
             value="iterations" if iterations is not None else "epochs",
             description="job length", style=style)
-        self.epochs = w.BoundedFloatText(value=epochs or DEFAULT_EPOCHS, min=0.01,
-                                         max=1_000_000, description="epochs", style=style,
-                                         layout=layout)
-        self.samples = w.BoundedIntText(value=samples or ASSUMED_SAMPLES, min=1, max=10**12,
+        low, high = _BOUNDS["epochs"]
+        self.epochs = w.BoundedFloatText(value=epochs or DEFAULT_EPOCHS, min=low, max=high,
+                                         description="epochs", style=style, layout=layout)
+        low, high = _BOUNDS["samples"]
+        self.samples = w.BoundedIntText(value=samples or ASSUMED_SAMPLES, min=low, max=high,
                                         description="samples / epoch", style=style,
                                         layout=layout)
-        self.iterations = w.BoundedIntText(value=iterations or DEFAULT_ITERATIONS, min=1,
-                                           max=10**15, description="iterations", style=style,
+        low, high = _BOUNDS["iterations"]
+        self.iterations = w.BoundedIntText(value=iterations or DEFAULT_ITERATIONS, min=low,
+                                           max=high, description="iterations", style=style,
                                            layout=layout)
         self.gpu = w.Dropdown(options=[CPU_LABEL], value=CPU_LABEL, description="GPU",
                               style=style, layout=layout)
-        self.gpu_count = w.BoundedIntText(value=gpu_count or 1, min=1, max=1024,
+        low, high = _BOUNDS["gpu_count"]
+        self.gpu_count = w.BoundedIntText(value=gpu_count or 1, min=low, max=high,
                                           description="GPUs", style=style, layout=layout)
         self.features: dict[str, Any] = {}
         self._feature_box = w.VBox()
@@ -146,7 +145,9 @@ class PanelControls:
             options=choices, value=preselected(price_table, choices, load_prices()),
             description="offers", rows=min(8, max(1, len(choices))), style=style,
             layout=w.Layout(width="520px"))
-        self.deadline = w.BoundedFloatText(value=deadline_h or 0, min=0, max=1_000_000,
+        # min=0, below the starting bound: 0 is how the user clears the deadline.
+        self.deadline = w.BoundedFloatText(value=deadline_h or 0, min=0,
+                                           max=_BOUNDS["deadline_h"][1],
                                            step=0.5, description="deadline (h, 0: none)",
                                            style=style, layout=layout)
         self.plot = w.Output()

@@ -16,16 +16,20 @@ import html
 from typing import Any
 
 from gpuperf_magics import plot
+from gpuperf_magics.panel_controls import (
+    _BOUNDS,
+    CPU_LABEL,
+    SNAPSHOT_CLASS,
+    PanelControls,
+    starting_value,
+)
 
 # The controls' defaults moved to panel_controls (issue 11); importable from here as before.
 from gpuperf_magics.panel_controls import ASSUMED_SAMPLES as ASSUMED_SAMPLES
-from gpuperf_magics.panel_controls import CPU_LABEL, SNAPSHOT_CLASS, PanelControls, starting_value
 from gpuperf_magics.panel_controls import DEFAULT_EPOCHS as DEFAULT_EPOCHS
 from gpuperf_magics.panel_controls import DEFAULT_OFFERS as DEFAULT_OFFERS
 
 __all__ = ["WhatIfPanel", "what_if"]
-
-
 
 
 class WhatIfPanel(PanelControls):
@@ -145,7 +149,6 @@ class WhatIfPanel(PanelControls):
         self._quiet = False
         self._update()
 
-
     # ------------------------------------------------------------------ network
     def _load_network(
         self, network: str, *, opening: bool = False, batch_size: int | None = None,
@@ -171,10 +174,9 @@ class WhatIfPanel(PanelControls):
             except StoreError:
                 runs = self.store.runs(status="ok").iloc[:0]
         latest = runs.iloc[-1] if len(runs) else pd.Series(dtype=object)
-        self._measured_batches = {int(b) for b in runs["batch_size"].dropna()} \
-            if model is not None else set()
         # Measured seconds per iteration by batch size, as the model learns them (a profiled
-        # run's robust steady time, the median run of each batch size): the plot's points.
+        # run's robust steady time, the median run of each batch size): the plot's points,
+        # and its keys the measured batch sizes the plot spans.
         per_it = (robust_times(self.store, runs) / runs["iterations"]).groupby(
             runs["batch_size"]).median() if model is not None and len(runs) \
             else pd.Series(dtype=float)
@@ -250,7 +252,6 @@ class WhatIfPanel(PanelControls):
             self._quiet = False
         self._update()
 
-
     # ------------------------------------------------------------------ answer
     def _notes(self, on_gpu: bool) -> list[str]:
         """What the answer assumes that the user did not say."""
@@ -284,7 +285,6 @@ class WhatIfPanel(PanelControls):
         except Exception as exc:  # pragma: no cover - the live panel matters more
             self._show_error(f"the saved answer could not be updated: {exc}")
 
-
     def _answer(self) -> None:
         from gpuperf_magics.hardware.catalog import UnknownGPUError
         from gpuperf_magics.predict import PredictionError
@@ -315,7 +315,7 @@ class WhatIfPanel(PanelControls):
             # Shown for reference, and the starting point when switching to iterations.
             self._quiet = True
             try:
-                self.iterations.value = min(int(row["iterations"]), 10**15)
+                self.iterations.value = min(int(row["iterations"]), _BOUNDS["iterations"][1])
             finally:
                 self._quiet = False
         kind = row["kind"] + (f" ({row['detail']})" if row["detail"] else "")
@@ -345,7 +345,7 @@ class WhatIfPanel(PanelControls):
 
     # ------------------------------------------------------------------ plot and offers
     def _plot_batches(self) -> list[int]:
-        return plot.batch_sizes(list(self._measured_batches), self.batch_size.value)
+        return plot.batch_sizes(list(self._measured_per_iteration), self.batch_size.value)
 
     def _draw(self, on_gpu: bool) -> None:
         """Job time against batch size on the measured device and the chosen GPU, drawn into
@@ -357,10 +357,9 @@ class WhatIfPanel(PanelControls):
             gpu_count=self.gpu_count.value if on_gpu else None,
             settings={k: v.value for k, v in self.features.items()}, **self._length(),
         )
-        measured = {b: t for b, t in self._measured_per_iteration.items()
-                    if b in self._measured_batches}
         self.figure = plot.job_time_figure(prediction.frame, plot.JobPlot(
-            network=self.network.value, here=self._here, measured_per_iteration=measured,
+            network=self.network.value, here=self._here,
+            measured_per_iteration=self._measured_per_iteration,
             batch_size=self.batch_size.value,
             deadline_s=self.deadline.value * 3600 if self.deadline.value else None))
         self.plot.outputs = (plot.png_output(self.figure,

@@ -66,7 +66,16 @@ def test_unwrap_does_not_import_dynamo() -> None:
     import sys
 
     code = ("import sys; from torch import nn\n"
-            "from gpuperf_magics.architecture.unwrap import unwrap\n"
-            "unwrap(nn.DataParallel(nn.Linear(2, 2)))\n"
+            "from gpuperf_magics.architecture.unwrap import is_compiled, unwrap\n"
+            "unwrap(nn.DataParallel(nn.Linear(2, 2))); is_compiled(nn.Linear(2, 2))\n"
             "assert 'torch._dynamo' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_is_compiled_tells_a_compile_wrapper() -> None:
+    from gpuperf_magics.architecture.unwrap import is_compiled
+
+    inner = mlp()
+    assert is_compiled(torch.compile(inner, backend="eager"))
+    assert not is_compiled(inner)
+    assert not is_compiled(nn.DataParallel(inner))  # unwrap peels it, but it compiles nothing

@@ -85,3 +85,19 @@ def test_a_run_under_torchs_newer_tf32_api_is_saved(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["1", "True"]
+
+
+def test_the_live_line_and_the_saved_run_name_a_wrapped_model_alike():
+    from gpuperf_magics.capture.context import model_name
+
+    model = nn.Sequential(nn.Linear(8, 4))
+    session = gm.profile_training(save=False)
+    with session as run:
+        wrapped = nn.DataParallel(model)
+        opt = torch.optim.SGD(wrapped.parameters(), lr=0.01)
+        for _ in range(3):
+            wrapped(torch.randn(2, 8)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        seen = session.configuration()
+    assert seen is not None and seen[0] == run.network == model_name(wrapped) == "Sequential-36"

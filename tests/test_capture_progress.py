@@ -272,3 +272,9 @@ def test_the_capture_imports_no_prediction_module():
                 parts = node.module.split(".")
                 assert not (parts[0] == "gpuperf_magics" and len(parts) > 1
                             and parts[1] in prediction), (path.name, node.module)
+
+
+def test_the_old_name_of_the_prior_weight_still_imports():
+    from gpuperf_magics.capture.progress import PRIOR_STEPS
+
+    assert PRIOR_STEPS == PRIOR_ITERATIONS

@@ -252,3 +252,21 @@ def test_a_closure_that_raises_inside_step_is_not_a_nested_step():
                 opt.step(closure)
     assert len(run.iterations) == 19
     assert run.quality["raised_steps"] == 1
+
+
+def test_the_timed_hooks_walk_the_arguments_for_a_device_only_until_the_clock_exists(
+        monkeypatch):
+    from gpuperf_magics.capture import recorder
+
+    walks = []
+    device_of = recorder.device_of
+    monkeypatch.setattr(recorder, "device_of", lambda *a: walks.append(a) or device_of(*a))
+    model, loss_fn = mlp(), nn.CrossEntropyLoss()
+    with gm.profile_training(save=False, phases=True) as run:
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        for _ in range(12):
+            loss_fn(model(torch.randn(8, 32)), torch.randint(0, 10, (8,))).backward()
+            opt.step()
+            opt.zero_grad()
+    assert len(run.iterations) == 12
+    assert len(walks) <= 2  # the first forward and the optimizer's adoption, not one a step

@@ -58,6 +58,11 @@ def test_invalid_arguments_are_clear():
         gm.profile_training(warmup=-1)
     with pytest.raises(ValueError, match="epochs"):
         gm.profile_training(epochs=0)
+    for total, message in [(0, "finite number > 0"), (2.5, "whole number"),
+                           (True, "whole number")]:
+        with pytest.raises(ValueError, match=f"total_iterations must be a {message}"):
+            gm.profile_training(total_iterations=total)
+    assert gm.profile_training(total_iterations=40.0).run.hyper["total_iterations"] == 40
 
 
 def test_auto_warmup():

@@ -175,7 +175,7 @@ def test_architecture_features_are_the_registry_rows() -> None:
 
 
 def test_tf32_flags_are_the_registry_rows() -> None:
-    from gpuperf_magics.capture.session import _tf32_flags
+    from gpuperf_magics.capture.context import _tf32_flags
 
     flags = _tf32_flags()
     assert tuple(flags) == names(producer="capture.precision")

@@ -50,25 +50,36 @@ def test_starting_iterations_open_the_panel_in_iterations(store):
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [
-    ("batch_size", 0, "finite positive"),
-    ("batch_size", -8, "finite positive"),
+    ("batch_size", 0, "finite number > 0"),
+    ("batch_size", -8, "finite number > 0"),
     ("batch_size", 48.5, "whole number"),
-    ("batch_size", True, "must be a number"),
+    ("batch_size", True, "must be a whole number"),
+    ("epochs", True, "must be a number"),
     ("batch_size", "48", "must be a number"),
     ("batch_size", 2_000_000, "between 1 and 1,000,000"),
-    ("gpu_count", 0, "finite positive"),
+    ("gpu_count", 0, "finite number > 0"),
     ("gpu_count", 4096, "between 1 and 1,024"),
-    ("epochs", math.nan, "finite positive"),
-    ("epochs", math.inf, "finite positive"),
+    ("epochs", math.nan, "finite number > 0"),
+    ("epochs", math.inf, "finite number > 0"),
     ("epochs", 0.001, "between 0.01 and 1,000,000"),
-    ("iterations", -1, "finite positive"),
-    ("samples", 0, "finite positive"),
+    ("iterations", -1, "finite number > 0"),
+    ("samples", 0, "finite number > 0"),
     ("samples", 10**13, "between 1 and 1,000,000,000,000"),
 ])
 def test_invalid_starting_values_are_refused(store, name, value, message):
     with pytest.raises(ValueError, match=message) as info:
         what_if(store, **{name: value})
     assert name in str(info.value)
+
+
+def test_the_controls_hold_the_bounds_a_starting_value_is_checked_against(store):
+    from gpuperf_magics.panel_controls import _BOUNDS
+
+    panel = what_if(store)
+    for name in ("batch_size", "gpu_count", "epochs", "iterations", "samples"):
+        control = getattr(panel, name)
+        assert (control.min, control.max) == _BOUNDS[name], name
+    assert (panel.deadline.min, panel.deadline.max) == (0, _BOUNDS["deadline_h"][1])  # 0: none
 
 
 def test_whole_floats_are_accepted_as_whole_numbers(store):
@@ -98,7 +109,7 @@ def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
 
 
 def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
-    from gpuperf_magics.widgets import DEFAULT_OFFERS
+    from gpuperf_magics.panel_controls import DEFAULT_OFFERS
 
     path = tmp_path / "mine.csv"
     path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"

@@ -18,7 +18,7 @@ from torch.nn.modules import (
     pooling,
 )
 
-from gpuperf_magics.architecture.unwrap import _optimized_module_class
+from gpuperf_magics.architecture.unwrap import is_compiled
 
 
 def _public_modules(module: Any, exclude: tuple[type, ...] = ()) -> tuple[type[nn.Module], ...]:
@@ -69,7 +69,6 @@ def _count_params(model: nn.Module) -> dict[str, int]:
 
 
 def _count_layers(model: nn.Module) -> dict[str, int]:
-    optimized = _optimized_module_class()
     counts = dict.fromkeys(_LAYER_KINDS, 0)
     deepest = 0
     seen: set[int] = set()
@@ -79,7 +78,7 @@ def _count_layers(model: nn.Module) -> dict[str, int]:
         if id(module) in seen:
             continue
         seen.add(id(module))
-        if optimized is not None and isinstance(module, optimized):
+        if is_compiled(module):
             # A compiled submodule is not a level of its own.
             stack.append((cast(nn.Module, module._orig_mod), level))
             continue

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from torch import nn
 from torch.nn.parallel import DataParallel, DistributedDataParallel
@@ -28,30 +27,29 @@ class Unwrapped(NamedTuple):
     compiled: bool
 
 
+def is_compiled(module: nn.Module) -> bool:
+    """Whether ``module`` is a ``torch.compile`` wrapper.
+
+    Recognised by the module it keeps in ``_orig_mod`` rather than by its class, so that
+    checking a model never imports dynamo (about a second).
+    """
+    return isinstance(getattr(module, "_orig_mod", None), nn.Module)
+
+
 def unwrap(model: nn.Module) -> Unwrapped:
     """The user's network inside ``torch.compile``, DataParallel and DistributedDataParallel
     wrappers, and whether it was compiled.
 
-    A compile wrapper is recognised by the module it keeps in ``_orig_mod`` rather than by
-    its class, so that checking a model never imports dynamo (about a second).
+    A compile wrapper is recognised by :func:`is_compiled`, which never imports dynamo.
     """
     compiled = False
     for _ in range(MAX_DEPTH):
-        inner = getattr(model, "_orig_mod", None)
-        if isinstance(inner, nn.Module):
+        if is_compiled(model):
             compiled = True
-            model = inner
+            model = cast(nn.Module, model._orig_mod)
         elif isinstance(model, (DataParallel, DistributedDataParallel)):
             model = model.module
         else:
             break
     return Unwrapped(model, compiled)
 
-
-def _optimized_module_class() -> type[nn.Module] | None:
-    """``torch.compile``'s wrapper class, or None when dynamo was never imported.
-
-    Without dynamo nothing can be compiled, and importing it here would cost about a second.
-    """
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
-    return getattr(eval_frame, "OptimizedModule", None)

@@ -54,7 +54,7 @@ def fill_hardware(run: Run, rec: Any, job_gpus: int | None) -> None:
     if device is not None and device.type == "cuda":
         run.device = str(device)
         run.gpu = run.hardware.get("gpu_name")
-        run.gpu_count = _gpu_count(rec.model)
+        run.gpu_count = gpu_count(rec.model)
     else:
         run.device = "cpu" if device is None else str(device)
         run.gpu, run.gpu_count = None, 0
@@ -78,7 +78,8 @@ def _with_catalog_specs(features: dict[str, Any]) -> dict[str, Any]:
     return features
 
 
-def _gpu_count(model: Any) -> int:
+def gpu_count(model: Any) -> int:
+    """GPUs one process of ``model`` drives: a DataParallel's devices, else one."""
     from torch import nn
 
     if isinstance(model, nn.DataParallel):
@@ -117,6 +118,15 @@ def _tf32_allowed(legacy: Any, scopes: list[Any]) -> bool | None:
         if isinstance(value, str) and value != "none":
             return value == "tf32"
     return None
+
+
+def model_name(model: Any) -> str:
+    """The network name of a run of ``model`` without ``--name``: :func:`default_name` of
+    the network inside its ``torch.compile`` and DataParallel wrappers."""
+    from gpuperf_magics.architecture.unwrap import unwrap
+
+    inner = unwrap(model).module
+    return default_name(type(inner).__name__, sum(p.numel() for p in inner.parameters()))
 
 
 def default_name(class_name: str, params: int | None) -> str:

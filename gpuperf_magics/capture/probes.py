@@ -34,10 +34,6 @@ def output_grad_fn(output: Any) -> Any:
     return None
 
 
-def is_compiled_wrapper(module: nn.Module) -> bool:
-    return isinstance(getattr(module, "_orig_mod", None), nn.Module)
-
-
 def global_forward_hook(module_mod: Any, hook: Callable[..., None]) -> Any:
     """Register ``hook(module, args, kwargs, output)`` as a global always-called forward hook.
 

@@ -33,6 +33,9 @@ INTERVAL_S = 0.5
 #: Weight of the store's model, in iterations: once a run has ``n`` steady iterations its own
 #: mean weighs ``n / (n + PRIOR_ITERATIONS)``.
 PRIOR_ITERATIONS = 20
+#: The old name of :data:`PRIOR_ITERATIONS` (it was public as ``PRIOR_STEPS``); kept so that
+#: code importing it goes on working.
+PRIOR_STEPS = PRIOR_ITERATIONS
 
 
 def blend(own: float | None, steady: int, model: float | None) -> tuple[float | None, float]:

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from gpuperf_magics.architecture.unwrap import unwrap
+from gpuperf_magics.architecture.unwrap import is_compiled, unwrap
 from gpuperf_magics.capture import events as _events
 from gpuperf_magics.capture.batch import batch_of, first_tensor
 from gpuperf_magics.capture.clock import Clock, make_clock, make_peak_memory
@@ -60,7 +60,6 @@ from gpuperf_magics.capture.probes import (
     device_of,
     dynamo_disabled,
     global_forward_hook,
-    is_compiled_wrapper,
     lr_of,
     opt_device,
     output_grad_fn,
@@ -320,8 +319,11 @@ class Recorder:
             # the clock either (a CPU transform would time a CUDA model on the host).
             return
         self._top = module
-        self._top_token = self._ensure_clock(device_of(module, args)).mark()
-        if is_compiled_wrapper(module):
+        clock = self.clock
+        if clock is None:  # the device walk only picks the first clock
+            clock = self._ensure_clock(device_of(module, args))
+        self._top_token = clock.mark()
+        if is_compiled(module):
             # Adopt at once, before Dynamo traces the inner module with global hooks present:
             # otherwise removing them later would force a recompilation.
             self._depth = 0
@@ -419,8 +421,10 @@ class Recorder:
 
     def _m_pre_timed(self, module: nn.Module, args: Any, kwargs: Any) -> None:
         if _is_grad_enabled():
-            token = self._ensure_clock(device_of(module, args)).mark()
-            self._log_forward(module, args, kwargs, token)
+            clock = self.clock
+            if clock is None:  # the device walk only picks the first clock
+                clock = self._ensure_clock(device_of(module, args))
+            self._log_forward(module, args, kwargs, clock.mark())
 
     def _m_post(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if _is_grad_enabled() and self.clock is not None:

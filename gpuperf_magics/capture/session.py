@@ -17,13 +17,7 @@ from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
 from gpuperf_magics._checks import positive_number
-from gpuperf_magics.capture.context import (  # noqa: F401 (_tf32_flags: test_columns)
-    _gpu_count,
-    _tf32_flags,
-    default_name,
-    fill_hardware,
-    fill_model,
-)
+from gpuperf_magics.capture.context import fill_hardware, fill_model, gpu_count, model_name
 from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
 from gpuperf_magics.run import IterationRecord, Run
@@ -75,9 +69,9 @@ class ProfileSession:
     ----------
     name : str, optional
         Workload label; default: the model's class name and parameter count
-        (:func:`default_name`, e.g. ``"ResNet-25.6M"``). Runs of one name are learnt as one
-        network: name runs yourself to group them (a depth study) or to tell apart models
-        of one size.
+        (:func:`~gpuperf_magics.capture.context.default_name`, e.g. ``"ResNet-25.6M"``). Runs
+        of one name are learnt as one network: name runs yourself to group them (a depth
+        study) or to tell apart models of one size.
     store : str or path-like or Store, optional
         Where to save the run; default: ``$GPUPERF_STORE`` or the per-user store.
     warmup : int, optional
@@ -127,8 +121,7 @@ class ProfileSession:
         if warmup is not None and warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
         positive_number(epochs, "epochs")
-        if total_iterations is not None and total_iterations <= 0:
-            raise ValueError(f"total_iterations must be > 0, got {total_iterations}")
+        total_iterations = positive_number(total_iterations, "total_iterations", whole=True)
         if epochs is not None and total_iterations is not None:
             raise ValueError("give epochs or total_iterations, not both (total_iterations "
                              "counts the whole job; epochs are multiplied by the loader's length)")
@@ -185,7 +178,6 @@ class ProfileSession:
         """Network, batch size, GPU name (None on the CPU) and GPU count of the loop running
         in the block, or None until the recorder has seen the model and a complete step.
         Safe to call from another thread (the live line asks the store's model with it)."""
-        from gpuperf_magics.architecture.unwrap import unwrap
         from gpuperf_magics.capture.probes import device_of
 
         rec = self._recorder
@@ -195,17 +187,13 @@ class ProfileSession:
         batch = rec.recent_batch()
         if not batch:
             return None
-        network = self.name
-        if not network:
-            inner = unwrap(model).module
-            network = default_name(type(inner).__name__,
-                                   sum(p.numel() for p in inner.parameters()))
+        network = self.name or model_name(model)
         device = device_of(model)
         if device is None or device.type != "cuda":
             return network, batch, None, 0
         import torch
 
-        return network, batch, torch.cuda.get_device_name(device), _gpu_count(model)
+        return network, batch, torch.cuda.get_device_name(device), gpu_count(model)
 
     def __exit__(
         self,
@@ -373,8 +361,6 @@ class ProfileSession:
 
     def _fill_batch(self, rec: Any, records: list[IterationRecord]) -> None:
         """Batch size, hyper-parameters and the default name: cheap, before anything slow."""
-        from gpuperf_magics.architecture.unwrap import unwrap
-
         run = self.run
         steady = [r for r in records if not r.warmup] or records
         run.batch_size = _mode([r.samples or 0 for r in steady])
@@ -397,9 +383,7 @@ class ProfileSession:
         if model is None:
             run.network = run.network or "training"
         elif not run.network:
-            inner = unwrap(model).module
-            params = sum(p.numel() for p in inner.parameters())
-            run.network = default_name(type(inner).__name__, params)
+            run.network = model_name(model)
 
     def _save(self) -> None:
         from gpuperf_magics.store import Store, StoreError

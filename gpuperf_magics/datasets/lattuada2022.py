@@ -1,4 +1,4 @@
-"""lattuada2022: training times of six networks on five GPUs, PyTorch and TensorFlow
+"""lattuada2022: training times of five networks on four GPU types, PyTorch and TensorFlow
 (``aMLLibrary/aMLLibrary``, ``inputs/gpudata``), with the extrapolation splits of the paper."""
 
 from __future__ import annotations

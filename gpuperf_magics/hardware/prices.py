@@ -49,17 +49,15 @@ class PriceError(ValueError):
 
 
 def _read(source: Any, name: Any = None) -> pd.DataFrame:
-    """The rows of a CSV file or buffer (``name`` is the file a buffer was read from)."""
+    """The rows of a table, or of a CSV buffer read from file ``name`` (the callers read the
+    file themselves: a missing one is their error)."""
     import pandas as pd
 
-    name = source if name is None else name
     if isinstance(source, pd.DataFrame):
         return source.copy()
     try:
         return pd.read_csv(source, comment="#", dtype=str, keep_default_na=False,
                            skipinitialspace=True)
-    except FileNotFoundError:
-        raise PriceError(f"price file {name} does not exist") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise PriceError(f"price file {name} cannot be read as CSV: {exc}") from None
 
@@ -110,7 +108,7 @@ def _builtin() -> tuple[_Version | None, pd.DataFrame]:
     if isinstance(resource, os.PathLike):
         return _validated_file(resource, "the built-in prices.csv")
     text = resource.read_text("utf-8")  # pragma: no cover - a zipped install
-    return None, _validate(_read(io.StringIO(text)),  # pragma: no cover
+    return None, _validate(_read(io.StringIO(text), resource),  # pragma: no cover
                            "the built-in prices.csv")
 
 
