@@ -41,8 +41,8 @@ class Column:
     producer : str
         The part of the package that fills it: ``"run"`` (:meth:`Run.to_record`), ``"store"``
         (ids and provenance the store assigns), ``"hardware.gpu"``, ``"hardware.cpu"``,
-        ``"hardware.software"``, ``"architecture"``, ``"capture.precision"`` (the TF32 flags),
-        or the capture module that fills it: ``"capture.session"``, ``"capture.recorder"``,
+        ``"hardware.software"``, ``"architecture"``, or the capture module that fills it:
+        ``"capture.session"``, ``"capture.recorder"``, ``"capture.context"`` (the TF32 flags),
         ``"capture.load"``, ``"capture.patches"`` or ``"capture.distributed"``.
     feature : bool
         The model uses it as a feature when a table holds numbers in it (``model/inputs.py``):
@@ -139,7 +139,7 @@ COLUMNS: tuple[Column, ...] = (
                 "arch_compiled",
     ),
     # Whether FP32 matrix products could use TF32 tensor cores: which peak a GPU move follows.
-    *_rows("arch", "capture.precision", "arch_tf32_matmul:bool arch_tf32_conv:bool"),
+    *_rows("arch", "capture.context", "arch_tf32_matmul:bool arch_tf32_conv:bool"),
     # Every key the capture writes is canonical, so that an exported table re-imports into
     # the same groups instead of turning bookkeeping into features.
     *_rows("hyper", "capture.recorder", "optimizer:str lr:float"),

@@ -94,14 +94,14 @@ def test_group_tuples_and_constants() -> None:
 
 def test_names_filters_by_group_and_producer_in_frame_order() -> None:
     assert names() == columns.CANONICAL_COLUMNS
-    assert names(group="arch", producer="capture.precision") == (
+    assert names(group="arch", producer="capture.context") == (
         "arch_tf32_matmul", "arch_tf32_conv")
     assert names(producer="no such producer") == ()
     assert names(group="hardware") == (names(producer="hardware.gpu")
                                        + names(producer="hardware.cpu")
                                        + names(producer="hardware.software"))
     assert names(group="arch") == (names(producer="architecture")
-                                   + names(producer="capture.precision"))
+                                   + names(producer="capture.context"))
 
 
 @pytest.mark.parametrize(("column", "group"), [
@@ -178,19 +178,20 @@ def test_tf32_flags_are_the_registry_rows() -> None:
     from gpuperf_magics.capture.context import _tf32_flags
 
     flags = _tf32_flags()
-    assert tuple(flags) == names(producer="capture.precision")
+    assert tuple(flags) == names(producer="capture.context")
     assert all(v is None or isinstance(v, bool) for v in flags.values())
 
 
 def test_each_capture_producer_is_the_module_that_fills_its_columns() -> None:
     """A ``capture.*`` label names a module of the capture package whose source names each of
-    its columns (``capture.precision``, the TF32 flags, is checked against them above)."""
+    its columns (``capture.context`` reads the TF32 flags' names from the registry itself, so
+    they are checked against its ``_tf32_flags`` above)."""
     import importlib.util
     import re
     from pathlib import Path
 
     producers = {c.producer for c in COLUMNS
-                 if c.producer.startswith("capture.") and c.producer != "capture.precision"}
+                 if c.producer.startswith("capture.") and c.producer != "capture.context"}
     assert producers
     for producer in sorted(producers):
         spec = importlib.util.find_spec(f"gpuperf_magics.{producer}")

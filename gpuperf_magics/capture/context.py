@@ -95,7 +95,7 @@ def _tf32_flags() -> dict[str, bool | None]:
     import torch
 
     backends = torch.backends
-    matmul, conv = names(producer="capture.precision")
+    matmul, conv = names(producer="capture.context")
     return {
         matmul: _tf32_allowed(
             lambda: backends.cuda.matmul.allow_tf32,
