@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
-	$(PY) -m gpuperf_magics.demo
+	$(PY) -m gpuperf_magics.skins.demo
 
 test: install
 	$(PY) -m pytest -q tests notebooks --nbval-lax -p no:cacheprovider

@@ -246,7 +246,7 @@ def check_peak_memory(store: Path, device: str) -> None:
     from torch import nn
 
     import gpuperf_magics as gm
-    from gpuperf_magics.memory import peak_memory
+    from gpuperf_magics.prediction.memory import peak_memory
 
     cuda = device.startswith("cuda")
     peaks, own = {}, {}

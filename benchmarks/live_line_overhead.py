@@ -30,7 +30,7 @@ from torch import nn
 
 from gpuperf_magics.capture import profile_training
 from gpuperf_magics.capture.progress import LiveLine
-from gpuperf_magics.remaining import LivePrior
+from gpuperf_magics.prediction.remaining import LivePrior
 
 STEPS = 20_000
 #: The model's seconds per step each round with the line got (None: it did not answer).

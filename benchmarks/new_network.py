@@ -31,7 +31,7 @@ from torch import nn  # noqa: E402
 
 import gpuperf_magics as gm  # noqa: E402
 from gpuperf_magics.model import TrainingTimeModel, evaluate  # noqa: E402
-from gpuperf_magics.store_model import robust_times  # noqa: E402
+from gpuperf_magics.prediction.store_model import robust_times  # noqa: E402
 
 
 def _mlp(width: int, depth: int) -> nn.Module:

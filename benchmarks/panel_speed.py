@@ -24,7 +24,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import gpuperf_magics as gm
-from gpuperf_magics.offers import offers
+from gpuperf_magics.prediction.offers import offers
 
 EXTRA = pd.DataFrame([
     {"provider": "own", "region": "lab", "instance": f"box-{n}", "gpu": "T4", "gpus": n,

@@ -6,7 +6,7 @@ An MLP trained on the CPU at batch 64 for a job of 600 iterations, with an "eval
 forward passes without gradients) every 100 steps. The store first holds short complete runs
 at batch 32, 64 and 128 (what the model learns from). Full runs of the whole job are then cut
 after 25 %, 50 % and 75 % of their iterations and saved as interrupted runs (what a crash at
-that point would have recorded); :func:`gpuperf_magics.remaining.remaining_time` predicts the
+that point would have recorded); :func:`gpuperf_magics.prediction.remaining.remaining_time` predicts the
 rest, compared with what the full run's remaining iterations took. Three full runs; the
 machine is shared, so the spread between them is part of the answer. Aim: within 10 % of the
 remainder.
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 import gpuperf_magics as gm
-from gpuperf_magics.remaining import remaining_time
+from gpuperf_magics.prediction.remaining import remaining_time
 
 JOB = 600
 BATCH = 64

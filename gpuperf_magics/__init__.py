@@ -38,6 +38,7 @@ __all__ = [
     "evaluate",
     "gpus",
     "load_ipython_extension",
+    "offers",
     "predict_time",
     "profile_training",
     "remaining_time",
@@ -60,14 +61,15 @@ _LAZY = {
     "evaluate": "gpuperf_magics.model",
     "gpus": "gpuperf_magics.hardware.catalog",
     "UnknownGPUError": "gpuperf_magics.hardware.catalog",
-    "predict_time": "gpuperf_magics.predict",
-    "Prediction": "gpuperf_magics.predict",
-    "PredictionError": "gpuperf_magics.predict",
-    "Offers": "gpuperf_magics.offers",
-    "Remaining": "gpuperf_magics.remaining",
-    "remaining_time": "gpuperf_magics.remaining",
-    "what_if": "gpuperf_magics.widgets",
-    "WhatIfPanel": "gpuperf_magics.widgets",
+    "predict_time": "gpuperf_magics.prediction.predict",
+    "Prediction": "gpuperf_magics.prediction.predict",
+    "PredictionError": "gpuperf_magics.prediction.predict",
+    "Offers": "gpuperf_magics.prediction.offers",
+    "offers": "gpuperf_magics.prediction.offers",
+    "Remaining": "gpuperf_magics.prediction.remaining",
+    "remaining_time": "gpuperf_magics.prediction.remaining",
+    "what_if": "gpuperf_magics.skins.widgets",
+    "WhatIfPanel": "gpuperf_magics.skins.widgets",
 }
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,22 +78,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.capture import profile_training
     from gpuperf_magics.hardware.catalog import UnknownGPUError, gpus
     from gpuperf_magics.model import TrainingTimeModel, evaluate
-    from gpuperf_magics.offers import Offers
-    from gpuperf_magics.predict import Prediction, PredictionError, predict_time
-    from gpuperf_magics.remaining import Remaining, remaining_time
+    from gpuperf_magics.prediction.offers import Offers, offers
+    from gpuperf_magics.prediction.predict import Prediction, PredictionError, predict_time
+    from gpuperf_magics.prediction.remaining import Remaining, remaining_time
     from gpuperf_magics.run import IterationRecord, Run
+    from gpuperf_magics.skins.widgets import WhatIfPanel, what_if
     from gpuperf_magics.store import (
         ImportValidationError,
         RunNotFoundError,
         Store,
         StoreError,
     )
-    from gpuperf_magics.widgets import WhatIfPanel, what_if
 
 
 #: Subpackages reachable as attributes (``gm.datasets.fetch_sia2023()``), imported on first use.
-_SUBMODULES = frozenset({"architecture", "capture", "datasets", "hardware", "model", "offers",
-                         "predict", "remaining", "store", "widgets"})
+_SUBMODULES = frozenset({"architecture", "capture", "datasets", "hardware", "model",
+                         "prediction", "skins", "store"})
 
 
 def __getattr__(name: str) -> Any:
@@ -111,13 +113,13 @@ def __dir__() -> list[str]:
 
 def load_ipython_extension(ipython: InteractiveShell) -> None:
     """Register the magics (``%load_ext gpuperf_magics``)."""
-    from gpuperf_magics import magics
+    from gpuperf_magics.skins import magics
 
     magics.load(ipython)
 
 
 def unload_ipython_extension(ipython: InteractiveShell) -> None:
     """Remove the magics and anything the extension installed (``%unload_ext``)."""
-    from gpuperf_magics import magics
+    from gpuperf_magics.skins import magics
 
     magics.unload(ipython)

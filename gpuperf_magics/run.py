@@ -131,7 +131,7 @@ class Run:
     peak_memory_gb : float or None
         Peak GPU memory the run's tensors took (``torch.cuda.max_memory_allocated`` of the
         training's device, GiB); None on the CPU or when the device could not say. What
-        would not fit on another GPU is judged from it (:mod:`gpuperf_magics.memory`).
+        would not fit on another GPU is judged from it (:mod:`gpuperf_magics.prediction.memory`).
     run_id : int or None
         Row id once saved in a store.
     """

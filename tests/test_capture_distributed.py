@@ -74,7 +74,7 @@ def test_a_store_mixing_job_and_single_process_runs_still_predicts(tmp_path):
     import torch
     from torch import nn
 
-    from gpuperf_magics.predict import predict_time
+    from gpuperf_magics.prediction.predict import predict_time
 
     store = tmp_path / "runs.sqlite"
     proc = run_job(store, "--steps", "8", "--batch", "8")

@@ -85,7 +85,7 @@ def test_amp_gradscaler_skipped_step_is_noted():
 def test_an_epoch_is_what_the_loader_visits(kind, samples, steps, drop, tmp_path):
     from torch.utils.data import DataLoader, SubsetRandomSampler, TensorDataset
 
-    from gpuperf_magics import predict
+    from gpuperf_magics.prediction import predict
 
     data = TensorDataset(torch.randn(640, 32), torch.randint(0, 10, (640,)))
     if kind == "subset":

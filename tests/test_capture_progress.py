@@ -173,7 +173,7 @@ def outputs(ip, monkeypatch):
     """What the magic displays: the first output of each display id and its updates."""
     from IPython.core import display_functions
 
-    from gpuperf_magics import magics
+    from gpuperf_magics.skins import magics
 
     seen = {"display": [], "update": []}
     updated = threading.Event()
@@ -245,13 +245,13 @@ def test_the_line_starts_from_the_stores_model_of_the_network(ip, outputs, tmp_p
 
 
 def test_no_live_line_outside_a_kernel(ip):
-    from gpuperf_magics.magics import _live_wanted
+    from gpuperf_magics.skins.magics import _live_wanted
 
     assert not _live_wanted(ip)  # a terminal would print each update as a new line
 
 
 def test_the_live_line_and_a_stopped_run_blend_by_one_rule():
-    from gpuperf_magics import remaining
+    from gpuperf_magics.prediction import remaining
 
     assert remaining.PRIOR_ITERATIONS == PRIOR_ITERATIONS
     for args in [(0.1, 20, 0.3), (0.1, 0, 0.3), (None, 5, 0.3), (0.1, 5, None),

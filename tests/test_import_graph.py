@@ -5,10 +5,9 @@ inside a function runs only when the function does, so it is invisible there. Th
 every module's source (``ast``) and checks each ``import`` statement, wherever it stands, against
 the layer order of the README, bottom to top:
 
-``_version, columns, units, _checks`` → ``hardware`` → ``architecture`` → ``run`` → ``store``
-→ ``model`` → ``capture`` → prediction (``store_model, prediction_options, display, memory,
-predict, offers, remaining``) → skins (``magics, widgets, panel_controls, plot, cli,
-demo``) → the root.
+``_version, columns, units, _checks`` → ``hardware/`` → ``architecture/`` → ``run`` →
+``store/`` → ``model/`` → ``capture/`` → ``prediction/`` → ``skins/`` → the root: one layer a
+folder (the root's few modules sit at the bottom).
 
 ``datasets`` (downloads of public measurements) uses nothing of the package and sits beside the
 bottom. Imports under ``if TYPE_CHECKING:`` are type hints, never run, and are left out.
@@ -33,12 +32,9 @@ LAYERS: dict[str, int] = {
     "store": 4,
     "model": 5,
     "capture": 6,
-    "store_model": 7, "prediction_options": 7, "display": 7, "memory": 7,
-    "predict": 8,
-    "offers": 9,
-    "remaining": 10,
-    "magics": 11, "widgets": 11, "panel_controls": 11, "plot": 11, "cli": 11, "demo": 11,
-    "": 12,  # the package root: ``import gpuperf_magics`` / ``from gpuperf_magics import X``
+    "prediction": 7,
+    "skins": 8,
+    "": 9,  # the package root: ``import gpuperf_magics`` / ``from gpuperf_magics import X``
 }
 
 # Upward edges that are allowed, each with its reason. (importing module, imported module).
@@ -48,11 +44,7 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     ("gpuperf_magics.run", "gpuperf_magics.store"): "Run.save",
     # The demo is a user's script shipped with the package (``gpuperf demo``): it goes through
     # the public face, ``gm.profile_training`` and ``gm.Store``, as the README does.
-    ("gpuperf_magics.demo", "gpuperf_magics"): "the demo shows the public API",
-    # Known exceptions owned by the capture package (issue 11, package B): the live line of a
-    # running cell formats with predict's re-export of units.format_duration and blends with
-    # the store's model (remaining.blend, LivePrior). Remove these entries once capture uses
-    # units and receives the prior from the magic instead of importing it.
+    ("gpuperf_magics.skins.demo", "gpuperf_magics"): "the demo shows the public API",
 }
 
 
@@ -149,6 +141,7 @@ def test_no_private_name_crosses_modules() -> None:
                 private = alias.name.startswith("_") and not alias.name.startswith("__")
                 same_package = node.module.rsplit(".", 1)[0] == name.rsplit(".", 1)[0]
                 if private and not same_package and node.module.split(".")[1:2] in (
-                        ["predict"], ["store_model"], ["remaining"], ["offers"], ["widgets"]):
+                        ["prediction"], ["skins"]):
                     crossing.append(f"{name}:{node.lineno} imports {node.module}.{alias.name}")
     assert not crossing, "\n".join(crossing)
+

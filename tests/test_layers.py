@@ -1,9 +1,9 @@
 """The layers as the README draws them: each imported alone, in a fresh process, pulls in none
 of the modules above it.
 
-Bottom to top: ``_version, columns, units, _checks`` → ``hardware`` → ``architecture`` → ``run``
-→ ``store`` → ``model`` → ``capture`` → prediction (``predict, offers, remaining``) → skins
-(``magics, widgets, cli, demo``) → the package root, which imports nothing until a name is used.
+Bottom to top: ``_version, columns, units, _checks`` → ``hardware/`` → ``architecture/`` →
+``run`` → ``store/`` → ``model/`` → ``capture/`` → ``prediction/`` → ``skins/`` → the package
+root, which imports nothing until a name is used.
 Imports inside functions (``Run.save`` → store) are not checked here: they run at call time.
 """
 
@@ -17,8 +17,10 @@ import pytest
 
 PACKAGE = "gpuperf_magics"
 # Modules above the model and the store: what neither may import.
-PREDICTION = ("predict", "offers", "remaining")
-SKINS = ("magics", "widgets", "cli", "demo")
+PREDICTION = ("prediction",)
+SKINS = ("skins",)
+# The prediction layer's answers: what the modules they build on may not import.
+ANSWERS = ("prediction.predict", "prediction.offers", "prediction.remaining")
 NOTEBOOK = ("IPython", "ipywidgets", "traitlets", "matplotlib")
 
 # module → (our modules it may not import, third-party/stdlib modules it may not import).
@@ -53,23 +55,25 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                          ("pandas", *NOTEBOOK)),
     # The prediction layer's own modules: what predict builds on imports neither predict nor
     # anything above it, nor pandas before a prediction is asked for.
-    "store_model": (("datasets", *PREDICTION, *SKINS), ("torch", "pandas", *NOTEBOOK)),
-    "display": (("datasets", *PREDICTION, *SKINS), ("torch", "pandas", *NOTEBOOK)),
-    "prediction_options": (("datasets", "store", "model", *PREDICTION, *SKINS),
+    "prediction.store_model": (("datasets", *ANSWERS, *SKINS), ("torch", "pandas", *NOTEBOOK)),
+    "prediction.display": (("datasets", *ANSWERS, *SKINS), ("torch", "pandas", *NOTEBOOK)),
+    "prediction.options": (("datasets", "store", "model", *ANSWERS, *SKINS),
                            ("torch", "pandas", *NOTEBOOK)),
-    "predict": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
-    "offers": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
-    "remaining": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
+    "prediction.predict": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
+    "prediction.offers": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
+    "prediction.remaining": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
     "datasets": (("store", "model", "capture", *PREDICTION, *SKINS), ("torch", *NOTEBOOK)),
-    "widgets": (("magics", "cli"), ("torch", "IPython")),
+    "skins.widgets": (("skins.magics", "skins.cli"), ("torch", "IPython")),
     # The panel's controls: ipywidgets is imported when a panel is built, not on import.
-    "panel_controls": (("store", "model", "magics", "cli", "widgets", *PREDICTION),
+    "skins.panel_controls": (("store", "model", "skins.magics", "skins.cli", "skins.widgets",
+                              *PREDICTION),
                        ("torch", "pandas", *NOTEBOOK)),
     # The panel's figure: matplotlib is imported when a figure is drawn, not on import.
-    "plot": (("store", "model", "magics", "cli", "widgets", *PREDICTION),
+    "skins.plot": (("store", "model", "skins.magics", "skins.cli", "skins.widgets", *PREDICTION),
              ("torch", "pandas", *NOTEBOOK)),
-    "cli": (("magics", "widgets"), ("torch", *NOTEBOOK)),
-    "magics": (("model", "capture", "widgets", "cli", *PREDICTION), ("torch", "pandas")),
+    "skins.cli": (("skins.magics", "skins.widgets"), ("torch", *NOTEBOOK)),
+    "skins.magics": (("model", "capture", "skins.widgets", "skins.cli", *ANSWERS),
+                     ("torch", "pandas")),
 }
 
 _CODE = """

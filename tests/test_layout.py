@@ -119,7 +119,7 @@ def test_every_helper_module_is_shared():
 
 def test_module_for_reads_folders_and_underscores():
     assert module_for("test_store_paths") == PACKAGE / "store" / "paths.py"
-    assert module_for("test_store_model") == PACKAGE / "store_model.py"
+    assert module_for("test_prediction_store_model") == PACKAGE / "prediction" / "store_model.py"
     assert module_for("test_hardware_gpu_names") == PACKAGE / "hardware" / "gpu_names.py"
     assert module_for("test_hardware") == PACKAGE / "hardware" / "__init__.py"
     assert module_for("test_checks") == PACKAGE / "_checks.py"

@@ -9,9 +9,9 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpuperf_magics as gm
-from gpuperf_magics import prediction_options
-from gpuperf_magics.cli import _parser, main
+from gpuperf_magics.prediction import options as prediction_options
 from gpuperf_magics.run import IterationRecord, Run
+from gpuperf_magics.skins.cli import _parser, main
 
 
 def _run(batch: int, status: str = "ok", total: int | None = None) -> Run:

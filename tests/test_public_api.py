@@ -26,9 +26,9 @@ PATHS = (
     "gpuperf_magics.Run",
     "gpuperf_magics.load_ipython_extension",
     "gpuperf_magics.__version__",
-    "gpuperf_magics.offers.offers",
-    "gpuperf_magics.remaining.remaining_time",
-    "gpuperf_magics.predict.predict_time",
+    "gpuperf_magics.prediction.offers.offers",
+    "gpuperf_magics.prediction.remaining.remaining_time",
+    "gpuperf_magics.prediction.predict.predict_time",
     "gpuperf_magics.model.mape",
     "gpuperf_magics.model.TrainingTimeModel",
     "gpuperf_magics.model.evaluate",
@@ -54,17 +54,17 @@ PATHS = (
     "gpuperf_magics.model.selection.forward_select",
     "gpuperf_magics.model.gpu_move",
     "gpuperf_magics.model.inputs.prepare",
-    "gpuperf_magics.predict.robust_times",
-    "gpuperf_magics.cli.main",
-    "gpuperf_magics.demo.main",
-    "gpuperf_magics.magics.load",
+    "gpuperf_magics.prediction.predict.robust_times",
+    "gpuperf_magics.skins.cli.main",
+    "gpuperf_magics.skins.demo.main",
+    "gpuperf_magics.skins.magics.load",
 )
 
 # Names whose home moved, reachable from the old one (the moves of issue 11).
 MOVED = {
     "gpuperf_magics.run.format_seconds": "gpuperf_magics.units.format_seconds",
-    "gpuperf_magics.predict.format_duration": "gpuperf_magics.units.format_duration",
-    "gpuperf_magics.offers.format_cost": "gpuperf_magics.units.format_cost",
+    "gpuperf_magics.prediction.predict.format_duration": "gpuperf_magics.units.format_duration",
+    "gpuperf_magics.prediction.offers.format_cost": "gpuperf_magics.units.format_cost",
     "gpuperf_magics.store.columns.KINDS": "gpuperf_magics.columns.KINDS",
     "gpuperf_magics.store.columns.group_of": "gpuperf_magics.columns.group_of",
     "gpuperf_magics.store.CANONICAL_COLUMNS": "gpuperf_magics.columns.CANONICAL_COLUMNS",
@@ -113,7 +113,7 @@ def test_types_users_get_back_or_catch_import_from_the_root() -> None:
         WhatIfPanel,
         remaining_time,
     )
-    from gpuperf_magics.predict import PredictionError as defined
+    from gpuperf_magics.prediction.predict import PredictionError as defined
 
     assert PredictionError is defined
     assert issubclass(UnknownGPUError, ValueError)

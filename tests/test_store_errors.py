@@ -51,7 +51,7 @@ def _assert_clear(err: StoreError, store: Store) -> None:
 
 
 def _cli(store: Store, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpuperf_magics.cli", *args, "--store",
+    return subprocess.run([sys.executable, "-m", "gpuperf_magics.skins.cli", *args, "--store",
                            str(store.path)], capture_output=True, text=True, timeout=120)
 
 

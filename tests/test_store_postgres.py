@@ -40,7 +40,7 @@ for _ in range(6):
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     script = Path(sys.executable).with_name("gpuperf")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.skins.cli"]
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120,
                           env={**os.environ, **(env or {})})
 

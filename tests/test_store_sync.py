@@ -102,7 +102,7 @@ def test_sync_command(tmp_path: Path, pg_store_url: str) -> None:
     local = Store(tmp_path / "laptop.sqlite")
     _fill(local)
     script = Path(sys.executable).with_name("gpuperf")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.skins.cli"]
     proc = subprocess.run([*command, "sync", str(local.path), pg_store_url], text=True,
                           capture_output=True, timeout=120, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
@@ -116,7 +116,7 @@ def test_sync_command(tmp_path: Path, pg_store_url: str) -> None:
 
 
 def test_progress_bar_for_large_copies(capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuperf_magics.cli import _Bar
+    from gpuperf_magics.skins.cli import _Bar
 
     bar = _Bar(quiet=False)
     for done in (0, 600, 1200):

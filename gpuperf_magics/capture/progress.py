@@ -6,7 +6,8 @@ through a display handle (one output per cell, updated, never one per iteration)
 step is measured from the end of warm-up to now, so pauses between steps (evaluation,
 checkpoints) count as they happen and warm-up does not; while the run is young it is blended
 with the store's model (a callable the magic passes in, a
-:class:`~gpuperf_magics.remaining.LivePrior` fitted before the cell ran) by :func:`blend`, the
+:class:`~gpuperf_magics.prediction.remaining.LivePrior` fitted before the cell ran) by
+:func:`blend`, the
 rule the remaining time of a stopped run follows too. The rule lives here, below the
 prediction layer, so that the capture never imports it: the model comes in as a callable.
 """
@@ -142,7 +143,7 @@ class LiveLine:
     prior : callable, optional
         The store's prediction of one step (see :class:`RemainingEstimator`), or None while
         it cannot say yet: asked at each update until it answers (a
-        :class:`~gpuperf_magics.remaining.LivePrior`).
+        :class:`~gpuperf_magics.prediction.remaining.LivePrior`).
     """
 
     def __init__(

@@ -1,6 +1,7 @@
 """Quick-start demo: profile a small CNN on the CPU at a few batch sizes, show what was stored.
 
-Run with ``python -m gpuperf_magics.demo`` (``make demo`` installs and runs it). The demo writes
+Run with ``gpuperf demo`` or ``python -m gpuperf_magics.skins.demo`` (``make demo`` installs and
+runs it). The demo writes
 to a temporary store unless ``--store`` is given, so it never mixes with your own runs.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 __all__ = ["main", "profile_demo"]
 
 
-def _build_cnn():  # torch is imported lazily: `import gpuperf_magics.demo` stays cheap
+def _build_cnn():  # torch is imported lazily: `import gpuperf_magics.skins.demo` stays cheap
     from torch import nn
 
     class DemoCNN(nn.Module):
@@ -63,7 +64,7 @@ def profile_demo(store: str | Path, batch_sizes: list[int], steps: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m gpuperf_magics.demo",
+        prog="python -m gpuperf_magics.skins.demo",
         description="Profile a small CNN on the CPU at a few batch sizes and show the store.",
     )
     parser.add_argument("--store", help="SQLite store to write (default: a temporary file)")
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print("\nWhat the store holds (Store(path).runs(), selected columns):")
             print(runs[[c for c in columns if c in runs.columns]].to_string(index=False))
-        from gpuperf_magics.predict import predict_time
+        from gpuperf_magics.prediction.predict import predict_time
 
         print("\nPredicted time for 10 epochs of 50,000 samples, at batch sizes and on GPUs "
               "not measured\n(predict_time(store, epochs=10, samples=50_000, gpus=[...]); in a "

@@ -1,4 +1,4 @@
-"""Which runs of a store a model learns from, and how (gpuperf_magics.store_model)."""
+"""Which runs of a store a model learns from, and how (gpuperf_magics.prediction.store_model)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 import gpuperf_magics as gm
-from gpuperf_magics import predict, store_model
 from gpuperf_magics.model import TrainingTimeModel
-from gpuperf_magics.store_model import PredictionError
+from gpuperf_magics.prediction import predict, store_model
+from gpuperf_magics.prediction.store_model import PredictionError
 
 
 def _runs(**columns) -> pd.DataFrame:

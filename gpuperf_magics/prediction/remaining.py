@@ -14,7 +14,7 @@ an estimate, and :class:`LivePrior` gives the live line the model's time per ite
 the configuration the cell runs, fitted before the cell starts.
 
 The :class:`~gpuperf_magics.run.Run` record stays free of the store and the model: this module
-reads the run from the store and asks :mod:`gpuperf_magics.predict`.
+reads the run from the store and asks :mod:`gpuperf_magics.prediction.predict`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from gpuperf_magics._checks import positive_number
 # The one rule by which the store's model leads a young run lives beside the live line, below
 # this layer (the capture may not import the prediction layer); re-exported here.
 from gpuperf_magics.capture.progress import PRIOR_ITERATIONS, blend
-from gpuperf_magics.predict import PredictionError
 
 # Moved to prediction_options with the other option checks (issue 11); importable from here.
-from gpuperf_magics.prediction_options import (
+from gpuperf_magics.prediction.options import (
     check_remaining_options as check_remaining_options,
 )
+from gpuperf_magics.prediction.predict import PredictionError
 from gpuperf_magics.units import format_cost, format_duration, format_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -185,7 +185,7 @@ def remaining_time(
         iterations and no model to fall back on, or another GPU the model cannot place.
     """
     from gpuperf_magics.hardware.prices import prices as load_prices
-    from gpuperf_magics.predict import resolve_gpus
+    from gpuperf_magics.prediction.predict import resolve_gpus
     from gpuperf_magics.store import Store
 
     st = store if isinstance(store, Store) else Store(store)
@@ -248,7 +248,7 @@ def _model_rows(store: Any, run: Any, rid: int, device: str | None, count: int,
                 notes: list[str]) -> tuple[Any, Any]:
     """The store model's rows for one iteration of the run's configuration on its own device
     and on ``target``: ``(here, there)``, each None where the model gives none."""
-    from gpuperf_magics.predict import predict_time
+    from gpuperf_magics.prediction.predict import predict_time
 
     batch = int(run.batch_size) if run.batch_size else None
     model_row = None
@@ -381,8 +381,8 @@ class LivePrior:
         now (or taken from the cache of this store revision); None when the store has no
         model of it, for whatever reason."""
         try:
+            from gpuperf_magics.prediction.store_model import fit_store
             from gpuperf_magics.store import Store
-            from gpuperf_magics.store_model import fit_store
 
             st = store if isinstance(store, Store) else Store(store)
             runs = fit_store(st, network).runs
@@ -392,7 +392,7 @@ class LivePrior:
         try:
             # One answer now, at the latest run's batch: what the model prepares lazily on
             # its first prediction is done here, not in the thread beside the loop.
-            from gpuperf_magics.predict import predict_time
+            from gpuperf_magics.prediction.predict import predict_time
 
             batch = runs["batch_size"].dropna()
             predict_time(st, net, iterations=1,
@@ -422,7 +422,7 @@ class LivePrior:
 
     def _ask(self, network: str, batch_size: int, gpu: str | None, gpu_count: int) -> float | None:
         from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-        from gpuperf_magics.predict import predict_time
+        from gpuperf_magics.prediction.predict import predict_time
 
         if network.lower() != self.network.lower():
             return None

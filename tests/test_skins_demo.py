@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuperf_magics.demo import main
+from gpuperf_magics.skins.demo import main
 
 
 def test_demo_profiles_and_predicts(tmp_path, capsys):

@@ -17,18 +17,18 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Unicode
 
-from gpuperf_magics import prediction_options
 from gpuperf_magics._checks import positive_number
+from gpuperf_magics.prediction import options as prediction_options
 
 if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
-    from gpuperf_magics.predict import Prediction
-    from gpuperf_magics.prediction_options import PredictionOptions
-    from gpuperf_magics.remaining import Remaining
+    from gpuperf_magics.prediction.options import PredictionOptions
+    from gpuperf_magics.prediction.predict import Prediction
+    from gpuperf_magics.prediction.remaining import Remaining
     from gpuperf_magics.run import Run
+    from gpuperf_magics.skins.widgets import WhatIfPanel
     from gpuperf_magics.store import Store
-    from gpuperf_magics.widgets import WhatIfPanel
 
 __all__ = ["GpuPerf", "load", "unload"]
 
@@ -209,7 +209,7 @@ class GpuPerf(Magics):
             if opts.epochs is not None or opts.total_iterations is not None:
                 # The store's model, fitted now rather than on the timed path; the line asks
                 # it once the loop has shown its batch and device (None: the run alone).
-                from gpuperf_magics.remaining import LivePrior
+                from gpuperf_magics.prediction.remaining import LivePrior
 
                 prior = LivePrior.fit(opts.store, opts.name, session.configuration)
             live = LiveLine(session.progress, _UpdatingLine(), prior=prior)
@@ -269,7 +269,7 @@ class GpuPerf(Magics):
         ``--remaining`` answers how long a stopped run still needs, where it ran and on
         another GPU, with the cost of both. The options are those of ``gpuperf predict``.
         """
-        from gpuperf_magics import predict
+        from gpuperf_magics.prediction import predict
         from gpuperf_magics.store import Store, StoreError, StoreNotFoundError
 
         args = _parse(self.predict_time, line)
@@ -314,15 +314,15 @@ class GpuPerf(Magics):
 
     def _remaining(self, opts: PredictionOptions, store: Store) -> Remaining:
         """``--remaining [RUN_ID]``: the rest of a partly recorded run."""
-        from gpuperf_magics.remaining import remaining_time
+        from gpuperf_magics.prediction.remaining import remaining_time
 
         return remaining_time(store, opts.run_id, gpu=opts.gpus[0] if opts.gpus else None,
                               gpu_count=opts.gpu_count, prices=self.prices)
 
     def _panel(self, opts: PredictionOptions, store: Store) -> WhatIfPanel:
         """The what-if panel opened at the line's values (``-w``)."""
-        from gpuperf_magics import predict
-        from gpuperf_magics.widgets import what_if
+        from gpuperf_magics.prediction import predict
+        from gpuperf_magics.skins.widgets import what_if
 
         batches = opts.batch_sizes
         if batches is not None and len(batches) > 1:

@@ -1,11 +1,11 @@
-"""The what-if panel: ipywidgets controls over :func:`gpuperf_magics.predict.predict_time`.
+"""The what-if panel: ipywidgets controls over :func:`~gpuperf_magics.predict_time`.
 
 ``%predict_time --widget`` (or :func:`what_if`) shows a batch size, a job length (epochs ×
 samples per epoch, or iterations), a GPU and a GPU count, plus a control per numeric feature of
 the store; every change re-predicts with the fitted model cached (no refit) and shows the
 answer with its kind and measured error and the assumptions it rests on, a plot of the job's
 time against batch size (measured points marked, the interval as a band, extrapolation dashed)
-and the offers table of :func:`gpuperf_magics.offers.offers` (job time and cost per priced
+and the offers table of :func:`gpuperf_magics.offers` (job time and cost per priced
 instance, a deadline picking the cheapest that meets it). An error inside a callback is shown
 in the panel, never lost in the kernel's log.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from gpuperf_magics import plot
-from gpuperf_magics.panel_controls import (
+from gpuperf_magics.skins import plot
+from gpuperf_magics.skins.panel_controls import (
     _BOUNDS,
     CPU_LABEL,
     SNAPSHOT_CLASS,
@@ -25,9 +25,9 @@ from gpuperf_magics.panel_controls import (
 )
 
 # The controls' defaults moved to panel_controls (issue 11); importable from here as before.
-from gpuperf_magics.panel_controls import ASSUMED_SAMPLES as ASSUMED_SAMPLES
-from gpuperf_magics.panel_controls import DEFAULT_EPOCHS as DEFAULT_EPOCHS
-from gpuperf_magics.panel_controls import DEFAULT_OFFERS as DEFAULT_OFFERS
+from gpuperf_magics.skins.panel_controls import ASSUMED_SAMPLES as ASSUMED_SAMPLES
+from gpuperf_magics.skins.panel_controls import DEFAULT_EPOCHS as DEFAULT_EPOCHS
+from gpuperf_magics.skins.panel_controls import DEFAULT_OFFERS as DEFAULT_OFFERS
 
 __all__ = ["WhatIfPanel", "what_if"]
 
@@ -113,9 +113,9 @@ class WhatIfPanel(PanelControls):
     ) -> None:
         from gpuperf_magics.hardware.catalog import canonical_names
         from gpuperf_magics.hardware.prices import prices as load_prices
-        from gpuperf_magics.predict import predict_time
+        from gpuperf_magics.prediction.predict import predict_time
+        from gpuperf_magics.prediction.store_model import fit_store, resolve_network
         from gpuperf_magics.store import Store
-        from gpuperf_magics.store_model import fit_store, resolve_network
 
         batch_size = starting_value("batch_size", batch_size, whole=True)
         gpu_count = starting_value("gpu_count", gpu_count, whole=True)
@@ -159,8 +159,8 @@ class WhatIfPanel(PanelControls):
         count are set too; later, the user's choice of GPU and GPU count is kept."""
         import pandas as pd
 
+        from gpuperf_magics.prediction.store_model import PredictionError, robust_times
         from gpuperf_magics.store import StoreError
-        from gpuperf_magics.store_model import PredictionError, robust_times
 
         model = None
         try:
@@ -229,7 +229,7 @@ class WhatIfPanel(PanelControls):
         at the latest run's value."""
         import ipywidgets as w
 
-        from gpuperf_magics.store_model import BASE_FEATURES
+        from gpuperf_magics.prediction.store_model import BASE_FEATURES
 
         self.features = {}
         if model is not None:
@@ -287,7 +287,7 @@ class WhatIfPanel(PanelControls):
 
     def _answer(self) -> None:
         from gpuperf_magics.hardware.catalog import UnknownGPUError
-        from gpuperf_magics.predict import PredictionError
+        from gpuperf_magics.prediction.predict import PredictionError
         from gpuperf_magics.store import StoreError
         from gpuperf_magics.units import format_duration
 
@@ -366,7 +366,7 @@ class WhatIfPanel(PanelControls):
                                              f"<plot of {self.network.value}'s job time>"),)
 
     def _show_offers(self, on_gpu: bool) -> None:
-        from gpuperf_magics.offers import offers
+        from gpuperf_magics.prediction.offers import offers
 
         if not self.instances.value:
             self.offers = None

@@ -14,8 +14,8 @@ Every command takes ``--store PATH_OR_URL`` (default: ``$GPUPERF_STORE``, else t
 store); a ``postgresql://`` URL names a server store. The commands that only read (runs,
 predict, evaluate, sync's SRC) refuse a store file that does not exist rather than read it as
 empty; import, migrate and demo create it.
-The commands share the code of the magics: :mod:`gpuperf_magics.predict`,
-:mod:`gpuperf_magics.prediction_options` (``predict`` takes the options of ``%predict_time``)
+The commands share the code of the magics: :mod:`gpuperf_magics.prediction.predict`,
+:mod:`gpuperf_magics.prediction.options` (``predict`` takes the options of ``%predict_time``)
 and :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
 
 ``gpuperf import`` tags every row with a SHA-256 of the file's bytes and of ``--map``,
@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpuperf_magics import prediction_options
-from gpuperf_magics.prediction_options import number
+from gpuperf_magics.prediction import options as prediction_options
+from gpuperf_magics.prediction.options import number
 
 __all__ = ["main"]
 
@@ -217,7 +217,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOptions) -> int:
-    from gpuperf_magics.remaining import remaining_time
+    from gpuperf_magics.prediction.remaining import remaining_time
     from gpuperf_magics.store import Store
 
     result = remaining_time(Store(args.store, must_exist=True), opts.run_id,
@@ -231,7 +231,7 @@ def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOpti
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from gpuperf_magics import predict
+    from gpuperf_magics.prediction import predict
     from gpuperf_magics.store import Store
 
     opts = prediction_options.read(args)
@@ -241,7 +241,7 @@ def _predict(args: argparse.Namespace) -> int:
         raise predict.PredictionError(
             "--prices only applies with --remaining RUN_ID (e.g. gpuperf predict --remaining "
             "12 --prices my_prices.csv); offers with prices for a new job are in "
-            "gpuperf_magics.offers.offers() or the notebook panel (%predict_time -w)")
+            "gpuperf_magics.prediction.offers.offers() or the notebook panel (%predict_time -w)")
     result = predict.predict_time(
         Store(args.store, must_exist=True), opts.name, batch_sizes=opts.batch_sizes,
         iterations=opts.iterations, epochs=opts.epochs, samples=opts.samples, gpus=opts.gpus,
@@ -256,8 +256,8 @@ def _predict(args: argparse.Namespace) -> int:
 
 def _evaluate(args: argparse.Namespace) -> int:
     from gpuperf_magics.model import evaluate
+    from gpuperf_magics.prediction.store_model import fit_store, per_iteration_table, robust_times
     from gpuperf_magics.store import Store
-    from gpuperf_magics.store_model import fit_store, per_iteration_table, robust_times
 
     threshold = number("--threshold", args.threshold, positive=False)
     store = Store(args.store, must_exist=True)
@@ -324,7 +324,7 @@ def _sync(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from gpuperf_magics.demo import main as demo_main
+    from gpuperf_magics.skins.demo import main as demo_main
 
     return demo_main(["--store", args.store] if args.store else [])
 

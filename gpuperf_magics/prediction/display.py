@@ -1,4 +1,4 @@
-"""How a :class:`~gpuperf_magics.predict.Prediction` reads: a table for people, a header line,
+"""How a :class:`~.predict.Prediction` reads: a table for people, a header line,
 plain text for a terminal or ``print`` and HTML for a notebook.
 
 The prediction itself is data (a frame of seconds); everything about rounding, labels and
@@ -16,7 +16,7 @@ from gpuperf_magics.units import format_duration, format_seconds
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from gpuperf_magics.predict import Prediction
+    from gpuperf_magics.prediction.predict import Prediction
 
 __all__ = ["as_html", "as_text", "header", "table"]
 

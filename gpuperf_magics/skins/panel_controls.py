@@ -1,8 +1,8 @@
 """The what-if panel's controls: their bounds and starting values, the offers chooser, and
 how they are built, observed and laid out (:class:`PanelControls`, which
-:class:`~gpuperf_magics.widgets.WhatIfPanel` builds on).
+:class:`~gpuperf_magics.skins.widgets.WhatIfPanel` builds on).
 
-The panel itself (:mod:`gpuperf_magics.widgets`) answers: it fits, predicts, draws and shows
+The panel itself (:mod:`gpuperf_magics.skins.widgets`) answers: it fits, predicts, draws and shows
 offers. What a control holds and when it is enabled is here.
 """
 
@@ -60,9 +60,10 @@ def starting_value(name: str, value: Any, *, whole: bool) -> Any:
 def offer_choices(table: Any) -> list[tuple[str, str]]:
     """One choice per row of the price table: an instance's on-demand and spot prices (or its
     regions) are separate offers. The value is the instance name where the table has one row
-    of it, else the row's offer label; both are what :func:`~gpuperf_magics.offers.offers`
+    of it, else the row's offer label; both are what
+    :func:`~gpuperf_magics.prediction.offers.offers`
     takes as ``instances``."""
-    from gpuperf_magics.offers import offer_label
+    from gpuperf_magics.prediction.offers import offer_label
 
     counts = table["instance"].value_counts()
     return [(f"{r.provider} {r.instance} ({r.gpus}× {r.gpu}, {r.region}, {r.pricing})",
@@ -102,7 +103,7 @@ class PanelControls:
         import ipywidgets as w
 
         from gpuperf_magics.hardware.prices import prices as load_prices
-        from gpuperf_magics.predict import DEFAULT_BATCH_SIZE, DEFAULT_ITERATIONS
+        from gpuperf_magics.prediction.predict import DEFAULT_BATCH_SIZE, DEFAULT_ITERATIONS
 
         self._samples_source = "given" if samples is not None else "assumed"
         self._here = CPU_LABEL

@@ -11,7 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpuperf_magics as gm
-from gpuperf_magics import predict
+from gpuperf_magics.prediction import predict
 
 SETUP = textwrap.dedent(
     """

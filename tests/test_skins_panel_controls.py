@@ -1,4 +1,4 @@
-"""The what-if panel's controls (gpuperf_magics.panel_controls): starting values and their
+"""The what-if panel's controls (gpuperf_magics.skins.panel_controls): starting values and their
 bounds, the job-length rules, the offers to choose from and those chosen when it opens."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from gpuperf_magics.widgets import WhatIfPanel, what_if
+from gpuperf_magics.skins.widgets import WhatIfPanel, what_if
 
 
 # The what-if panel's two stores (conftest): real profiled CPU runs, imported T4 rows.
@@ -73,7 +73,7 @@ def test_invalid_starting_values_are_refused(store, name, value, message):
 
 
 def test_the_controls_hold_the_bounds_a_starting_value_is_checked_against(store):
-    from gpuperf_magics.panel_controls import _BOUNDS
+    from gpuperf_magics.skins.panel_controls import _BOUNDS
 
     panel = what_if(store)
     for name in ("batch_size", "gpu_count", "epochs", "iterations", "samples"):
@@ -109,7 +109,7 @@ def test_spot_and_on_demand_rows_of_one_instance_are_separate_choices(imported):
 
 
 def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path):
-    from gpuperf_magics.panel_controls import DEFAULT_OFFERS
+    from gpuperf_magics.skins.panel_controls import DEFAULT_OFFERS
 
     path = tmp_path / "mine.csv"
     path.write_text("provider,region,instance,gpu,gpus,pricing,usd_per_hour,date,source\n"

@@ -1,4 +1,4 @@
-"""How a Prediction reads: the table, the header, text and HTML (gpuperf_magics.display)."""
+"""How a Prediction reads: the table, the header, text and HTML (gpuperf_magics.prediction.display)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pandas as pd
 
-from gpuperf_magics import display
-from gpuperf_magics.predict import Prediction
+from gpuperf_magics.prediction import display
+from gpuperf_magics.prediction.predict import Prediction
 
 
 def _prediction(**overrides) -> Prediction:

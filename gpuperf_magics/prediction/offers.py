@@ -1,12 +1,12 @@
 """Which instance to rent: predicted job time and cost of a job on priced cloud offers.
 
-:func:`offers` asks :func:`gpuperf_magics.predict.predict_time` for the job on the measured
+:func:`offers` asks :func:`~.predict.predict_time` for the job on the measured
 device and on the GPU of every offer of the price table
 (:func:`gpuperf_magics.hardware.prices.prices`), at each offer's GPU count, and prices it: job
 cost = predicted time × the instance's price per hour. The cheapest and the fastest offers are
 marked, and with a deadline the cheapest offer whose interval's upper end meets it. Where the
 runs measured their peak GPU memory, an offer whose GPU would not hold the batch is marked
-(:mod:`gpuperf_magics.memory`) and is never the one recommended.
+(:mod:`gpuperf_magics.prediction.memory`) and is never the one recommended.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics._checks import positive_number
-from gpuperf_magics.predict import PredictionError
+from gpuperf_magics.prediction.predict import PredictionError
 from gpuperf_magics.units import format_cost, format_duration
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -184,7 +184,7 @@ def offers(
     Parameters
     ----------
     store, network, iterations, epochs, samples, settings, coverage
-        As for :func:`~gpuperf_magics.predict.predict_time`.
+        As for :func:`~gpuperf_magics.prediction.predict.predict_time`.
     batch_size : int, optional
         Batch size of the job (default: the latest run's).
     instances : list of str, optional
@@ -207,7 +207,7 @@ def offers(
     Raises
     ------
     PredictionError
-        As :func:`~gpuperf_magics.predict.predict_time`; an instance with no price; a
+        As :func:`~gpuperf_magics.prediction.predict.predict_time`; an instance with no price; a
         deadline that is not a finite number > 0.
     PriceError
         The price file is unreadable or has an invalid row.
@@ -215,8 +215,8 @@ def offers(
     import pandas as pd
 
     from gpuperf_magics.hardware.prices import prices as load_prices
-    from gpuperf_magics.predict import DEFAULT_BATCH_SIZE
-    from gpuperf_magics.store_model import fit_store
+    from gpuperf_magics.prediction.predict import DEFAULT_BATCH_SIZE
+    from gpuperf_magics.prediction.store_model import fit_store
 
     deadline_s = positive_number(deadline_s, "the deadline", error=PredictionError)
     chosen = _select(load_prices(prices), instances)
@@ -254,7 +254,7 @@ def _predict_per_count(store: Any, net: str, runs: pd.DataFrame, chosen: pd.Data
                        notes: list[str]) -> tuple[pd.Series, dict[int, pd.DataFrame]]:
     """The measured device's row and, per GPU count of the chosen offers, the prediction
     frame for their GPUs."""
-    from gpuperf_magics.predict import predict_time
+    from gpuperf_magics.prediction.predict import predict_time
 
     # One prediction per GPU count (each answers the measured device too, first): the
     # measured device's own row comes from the call at its count when there is one.
@@ -320,7 +320,7 @@ def _memory(frame: pd.DataFrame, runs: pd.DataFrame, batch_size: int,
     import pandas as pd
 
     from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-    from gpuperf_magics.memory import HEADROOM, fits, peak_memory
+    from gpuperf_magics.prediction.memory import HEADROOM, fits, peak_memory
 
     model = peak_memory(runs)
     needed, capacity, verdicts = [], [], []

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 import gpuperf_magics as gm
-from gpuperf_magics.predict import PredictionError
-from gpuperf_magics.remaining import PRIOR_ITERATIONS, LivePrior, blend, remaining_time
+from gpuperf_magics.prediction.predict import PredictionError
+from gpuperf_magics.prediction.remaining import PRIOR_ITERATIONS, LivePrior, blend, remaining_time
 from gpuperf_magics.run import IterationRecord, Run
 
 
@@ -177,7 +177,7 @@ def test_magic_remaining_errors_are_usage_errors(ip, store, options, message):
 
 
 def test_cli_remaining_prints_both_choices_and_their_cost(store, tmp_path, capsys):
-    from gpuperf_magics.cli import main
+    from gpuperf_magics.skins.cli import main
 
     rid = store.save_run(_run(32, [0.05] * 100, status="interrupted", total=1000))
     prices = tmp_path / "p.csv"

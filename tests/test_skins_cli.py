@@ -20,7 +20,7 @@ SHARED_SIA = SHARED_DATA / "sia2023"
 def gpuperf(*args: str, store: Path, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "GPUPERF_STORE": str(store)}
     script = Path(sys.executable).with_name("gpuperf")  # the installed entry point
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.cli"]
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.skins.cli"]
     proc = subprocess.run([*command, *args],
                           capture_output=True, text=True, env=env, timeout=300)
     if check:
@@ -191,7 +191,7 @@ def test_import_rejects_an_unknown_gpu(tmp_path):
     ],
 )
 def test_numeric_options_must_be_finite_and_positive(tmp_path, capsys, option, value, what):
-    from gpuperf_magics.cli import main
+    from gpuperf_magics.skins.cli import main
 
     store = tmp_path / "cli.sqlite"
     _table(tmp_path / "good.csv", (0.5, 0.9))
@@ -251,7 +251,7 @@ def test_reading_commands_name_a_store_that_does_not_exist(tmp_path, command):
 def test_a_missing_default_store_says_how_the_command_line_fills_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "GPUPERF_STORE"}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
-    proc = subprocess.run([sys.executable, "-m", "gpuperf_magics.cli", "runs"],
+    proc = subprocess.run([sys.executable, "-m", "gpuperf_magics.skins.cli", "runs"],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 2
     assert "(the default store)" in proc.stderr
@@ -261,7 +261,7 @@ def test_a_missing_default_store_says_how_the_command_line_fills_it(tmp_path):
 
 
 def test_an_error_line_keeps_a_run_not_found_error_s_message() -> None:
-    from gpuperf_magics.cli import _message
+    from gpuperf_magics.skins.cli import _message
     from gpuperf_magics.store import RunNotFoundError
 
     assert _message("predict", RunNotFoundError(7, "runs.sqlite")) == (
@@ -300,7 +300,7 @@ def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
 
 def test_evaluate_says_which_network_and_prints_percent(tmp_path):
     from gpuperf_magics.model import evaluate
-    from gpuperf_magics.store_model import fit_store, per_iteration_table, robust_times
+    from gpuperf_magics.prediction.store_model import fit_store, per_iteration_table, robust_times
 
     store = tmp_path / "runs.sqlite"
     for name, scale in (("net-a", 1.0), ("net-b", 3.0)):

@@ -13,22 +13,22 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics import display
 from gpuperf_magics._checks import positive_number
+from gpuperf_magics.prediction import display
 
 # Fitting from a store moved to store_model, option parsing to prediction_options (issue 11);
 # the names stay importable from here, where scripts and notebooks found them.
-from gpuperf_magics.prediction_options import parse_batch_sizes as parse_batch_sizes
-from gpuperf_magics.prediction_options import parse_gpus as parse_gpus
-from gpuperf_magics.prediction_options import parse_settings as parse_settings
-from gpuperf_magics.store_model import ARCH_FEATURES as ARCH_FEATURES
-from gpuperf_magics.store_model import BASE_FEATURES, PredictionError, fit_store
-from gpuperf_magics.store_model import TRIM as TRIM
-from gpuperf_magics.store_model import StoreModel as StoreModel
-from gpuperf_magics.store_model import per_iteration_table as per_iteration_table
-from gpuperf_magics.store_model import resolve_network as resolve_network
-from gpuperf_magics.store_model import robust_times as robust_times
-from gpuperf_magics.store_model import steady_state as steady_state
+from gpuperf_magics.prediction.options import parse_batch_sizes as parse_batch_sizes
+from gpuperf_magics.prediction.options import parse_gpus as parse_gpus
+from gpuperf_magics.prediction.options import parse_settings as parse_settings
+from gpuperf_magics.prediction.store_model import ARCH_FEATURES as ARCH_FEATURES
+from gpuperf_magics.prediction.store_model import BASE_FEATURES, PredictionError, fit_store
+from gpuperf_magics.prediction.store_model import TRIM as TRIM
+from gpuperf_magics.prediction.store_model import StoreModel as StoreModel
+from gpuperf_magics.prediction.store_model import per_iteration_table as per_iteration_table
+from gpuperf_magics.prediction.store_model import resolve_network as resolve_network
+from gpuperf_magics.prediction.store_model import robust_times as robust_times
+from gpuperf_magics.prediction.store_model import steady_state as steady_state
 from gpuperf_magics.units import format_duration as format_duration
 from gpuperf_magics.units import format_seconds as format_seconds
 

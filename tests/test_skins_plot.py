@@ -1,4 +1,4 @@
-"""The what-if panel's plot (gpuperf_magics.plot): batch sizes drawn, the figure, its PNG."""
+"""The what-if panel's plot (gpuperf_magics.skins.plot): batch sizes drawn, the figure, its PNG."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import gpuperf_magics as gm
-from gpuperf_magics import plot
-from gpuperf_magics.widgets import what_if
+from gpuperf_magics.skins import plot
+from gpuperf_magics.skins.widgets import what_if
 
 pytest.importorskip("matplotlib")
 
@@ -113,7 +113,7 @@ def test_measured_points_are_the_robust_times_the_model_learns(tmp_path):
     # The trimmed steady mean (0.01 and 0.02 s), not the raw mean with the stall (~0.03, 0.06).
     assert list(points.get_ydata()) == pytest.approx([10.0, 20.0])
     runs = gm.Store(path).runs()
-    robust = gm.predict.robust_times(gm.Store(path), runs) / runs["iterations"]
+    robust = gm.prediction.predict.robust_times(gm.Store(path), runs) / runs["iterations"]
     assert list(robust) == pytest.approx([0.01, 0.02])
 
 

@@ -1,4 +1,4 @@
-""":func:`gpuperf_magics.predict.predict_time` on stores filled by real profiled CPU runs (the
+""":func:`gpuperf_magics.prediction.predict.predict_time` on stores filled by real profiled CPU runs (the
 ``%predict_time`` magic's own tests are in test_magics.py)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import gpuperf_magics as gm
-from gpuperf_magics import predict
+from gpuperf_magics.prediction import predict
 
 
 def test_default_table_covers_measured_and_neighbouring_batch_sizes(filled):

@@ -6,7 +6,7 @@ robust per-iteration times (:func:`robust_times`, :func:`per_iteration_table`) a
 :class:`~gpuperf_magics.model.TrainingTimeModel`. Fitted models are cached per store file and
 network and refitted only when the store was written in between.
 
-This is the part of prediction that knows the store; :mod:`gpuperf_magics.predict` builds the
+This is the part of prediction that knows the store; :mod:`~.predict` builds the
 configurations asked for and asks the fitted model.
 """
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuperf_magics._checks import positive_number
-from gpuperf_magics.store_model import PredictionError
+from gpuperf_magics.prediction.store_model import PredictionError
 
 if TYPE_CHECKING:  # pragma: no cover
     import argparse

@@ -10,8 +10,8 @@ import pytest
 
 import gpuperf_magics as gm
 from gpuperf_magics.hardware.prices import PriceError
-from gpuperf_magics.offers import Offers, offers
-from gpuperf_magics.predict import PredictionError
+from gpuperf_magics.prediction.offers import Offers, offers
+from gpuperf_magics.prediction.predict import PredictionError
 from gpuperf_magics.units import format_cost
 
 MINE = pd.DataFrame([

@@ -8,8 +8,8 @@ from made_runs import per_step_times
 
 import gpuperf_magics as gm
 from gpuperf_magics.hardware.catalog import UnknownGPUError
-from gpuperf_magics.predict import PredictionError
-from gpuperf_magics.widgets import WhatIfPanel, what_if
+from gpuperf_magics.prediction.predict import PredictionError
+from gpuperf_magics.skins.widgets import WhatIfPanel, what_if
 
 ASSUMED = "no dataset size recorded for 'resnet': assuming 50,000 samples per epoch"
 
@@ -329,14 +329,14 @@ def test_a_saved_answer_sits_next_to_the_widgets_and_follows_them(imported, monk
 
 
 def test_a_failing_offers_table_leaves_the_answer_and_the_plot_standing(imported, monkeypatch):
-    import gpuperf_magics.offers
+    import gpuperf_magics.prediction.offers
 
     panel = what_if(imported, iterations=1000)
 
     def broken(*args, **kwargs):
         raise PredictionError("no offers today")
 
-    monkeypatch.setattr(gpuperf_magics.offers, "offers", broken)
+    monkeypatch.setattr(gpuperf_magics.prediction.offers, "offers", broken)
     panel.batch_size.value = 32
     assert "PredictionError: no offers today" in panel.offers_view.value
     assert panel.offers is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from gpuperf_magics.memory import HEADROOM, fits, peak_memory
+from gpuperf_magics.prediction.memory import HEADROOM, fits, peak_memory
 
 
 def runs(peaks, gpu_count=1):
