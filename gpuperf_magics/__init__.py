@@ -16,9 +16,13 @@ when a name that needs them is first used.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics._version import __version__
+
+# The package's logger: silent unless the application configures logging (never done here).
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __all__ = [
     "ImportValidationError",

@@ -14,6 +14,7 @@ module but this one is internal.
 from __future__ import annotations
 
 from gpuperf_magics.model.evaluation import SCENARIOS, evaluate, mape
+from gpuperf_magics.model.inputs import DEFAULT_COVERAGE
 from gpuperf_magics.model.training_time import TrainingTimeModel
 
-__all__ = ["SCENARIOS", "TrainingTimeModel", "evaluate", "mape"]
+__all__ = ["DEFAULT_COVERAGE", "SCENARIOS", "TrainingTimeModel", "evaluate", "mape"]

@@ -385,6 +385,11 @@ def check_method(method: str, regressor: str) -> None:
         raise ValueError(f"regressor must be 'ridge' or 'nnls', not {regressor!r}")
 
 
+#: The share of outcomes an interval holds unless asked otherwise: the one default of the
+#: package (the prediction layer, the panel and the CLI take theirs from here).
+DEFAULT_COVERAGE = 0.8
+
+
 def check_coverage(coverage: float) -> float:
     """``coverage`` if it is strictly between 0 and 1 (an interval's share); else ValueError."""
     if not 0 < coverage < 1:

@@ -12,7 +12,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from gpuperf_magics.model.default import DefaultModel
 from gpuperf_magics.model.estimator import PaperModel
 from gpuperf_magics.model.gpu_move import GpuMove
-from gpuperf_magics.model.inputs import check_method
+from gpuperf_magics.model.inputs import DEFAULT_COVERAGE, check_method
 
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
@@ -72,7 +72,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         method: str = "default",
         k_max: int | None = None,
         regressor: str = "ridge",
-        coverage: float = 0.8,
+        coverage: float = DEFAULT_COVERAGE,
         ignore: Sequence[str] = (),
         public_data: bool = True,
         random_state: int = 0,
