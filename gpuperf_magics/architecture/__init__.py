@@ -31,7 +31,7 @@ channels-last), :mod:`.tracing` (FLOPs via meta/fake/real runs, isolation) and
 
 from __future__ import annotations
 
-from gpuperf_magics.architecture.result import FEATURE_KEYS, METHODS, Architecture  # noqa: F401
+from gpuperf_magics.architecture.result import METHODS, Architecture  # noqa: F401
 from gpuperf_magics.architecture.summary import clear_cache, describe
 
 __all__ = ["Architecture", "clear_cache", "describe"]

@@ -5,13 +5,12 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
 from gpuperf_magics.columns import names
 
-# Kept for code written against earlier versions: the registry's ``architecture`` rows are
-# the keys of :meth:`Architecture.as_features`.
-FEATURE_KEYS = names(producer="architecture")
+_log = logging.getLogger(__name__)
 
 #: Ways to count FLOPs, in the order :func:`describe` tries them by default.
 METHODS: tuple[str, ...] = ("meta", "fake", "real")
@@ -111,6 +110,8 @@ class Architecture:
 
 
 def _error_line(what: str, exc: BaseException) -> str:
+    # The run keeps one line; the traceback goes to the package's log for a maintainer.
+    _log.debug("architecture figure %s failed", what, exc_info=exc)
     text = str(exc).strip()
     line = f"{what}: {type(exc).__name__}"
     if text:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 import weakref
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,8 @@ from gpuperf_magics.architecture.figures import (
 from gpuperf_magics.architecture.result import METHODS, Architecture, _error_line
 from gpuperf_magics.architecture.tracing import _count_flops
 from gpuperf_magics.architecture.unwrap import unwrap
+
+_log = logging.getLogger(__name__)
 
 _CacheKey = tuple[Any, ...]
 _CACHE: weakref.WeakKeyDictionary[nn.Module, dict[_CacheKey, Architecture]] = (
@@ -199,6 +202,8 @@ def _cache_key(
             methods,
         )
     except Exception:  # unhashable or lazy parameters: compute every time
+        _log.debug("no cache key for %s; figures are computed every time",
+                   type(model).__name__, exc_info=True)
         return None
 
 

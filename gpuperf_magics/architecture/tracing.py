@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import logging
 import random
 import sys
 import warnings
@@ -20,6 +21,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from gpuperf_magics.architecture.depth import _weighted_depth
 from gpuperf_magics.architecture.figures import _tensor_leaves
 from gpuperf_magics.architecture.result import _error_line
+
+_log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
@@ -212,7 +215,9 @@ def _shell_copy(model: nn.Module) -> nn.Module:
         memo[id(b)] = torch.empty_like(b, device="meta")
     try:
         return copy.deepcopy(model, memo)
-    except Exception:
+    except Exception:  # a module that cannot be copied is traced in place, under no_grad
+        _log.debug("deepcopy of %s failed; tracing the model itself", type(model).__name__,
+                   exc_info=True)
         return model
 
 

@@ -37,9 +37,6 @@ __all__ = ["CpuInfo", "GpuInfo", "Hardware", "detect"]
 #: ``sw_*`` keys of :meth:`SoftwareInfo.as_features`, in order.
 SW_FEATURES = names(producer="hardware.software")
 
-# Kept for code written against earlier versions: the registry's hardware group is the list.
-FEATURE_KEYS = names(group="hardware")
-
 
 @dataclass(frozen=True)
 class SoftwareInfo:
