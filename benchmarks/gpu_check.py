@@ -41,7 +41,7 @@ from pathlib import Path
 FAILURES: list[str] = []
 
 #: detect() cannot measure these on the device; the capture fills them from the catalog.
-CATALOG_ONLY = {"gpu_tf32_tflops", "gpu_fp16_tflops", "gpu_release_year"}
+CATALOG_ONLY = {"gpu_tf32_tflops", "gpu_fp16_tflops", "gpu_bf16_tflops", "gpu_release_year"}
 #: Modules the package needs besides torch (module -> pip name).
 NEEDED = {"pandas": "pandas", "numpy": "numpy", "sklearn": "scikit-learn",
           "pynvml": "nvidia-ml-py", "IPython": "ipython"}

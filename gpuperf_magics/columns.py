@@ -101,14 +101,14 @@ COLUMNS: tuple[Column, ...] = (
         "gpu_sm_count:int gpu_cuda_cores:int gpu_clock_mhz:float gpu_mem_clock_mhz:float "
         "gpu_mem_bus_bits:int gpu_memory_gb:float gpu_bandwidth_gbs:float "
         "gpu_fp32_tflops:float gpu_tf32_tflops:float gpu_fp16_tflops:float "
-        "gpu_release_year:int gpu_driver:str gpu_cuda_driver:str gpu_power_limit_w:float "
-        "gpu_mig:bool gpu_l2_mb:float gpu_visible_count:int",
+        "gpu_bf16_tflops:float gpu_release_year:int gpu_driver:str gpu_cuda_driver:str "
+        "gpu_power_limit_w:float gpu_mig:bool gpu_l2_mb:float gpu_visible_count:int",
         # Of the GPU's figures the model uses the two that a GPU move scales by; the others
         # are functions of the same GPU and would only multiply the candidate terms.
         feature="gpu_fp32_tflops gpu_bandwidth_gbs",
-        positive="gpu_fp32_tflops gpu_tf32_tflops gpu_fp16_tflops gpu_bandwidth_gbs "
-                 "gpu_memory_gb gpu_clock_mhz gpu_mem_clock_mhz gpu_sm_count gpu_cuda_cores "
-                 "gpu_mem_bus_bits",
+        positive="gpu_fp32_tflops gpu_tf32_tflops gpu_fp16_tflops gpu_bf16_tflops "
+                 "gpu_bandwidth_gbs gpu_memory_gb gpu_clock_mhz gpu_mem_clock_mhz gpu_sm_count "
+                 "gpu_cuda_cores gpu_mem_bus_bits",
     ),
     *_rows(
         "hardware", "hardware.cpu",

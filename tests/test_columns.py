@@ -13,7 +13,8 @@ from gpuperf_magics import columns
 from gpuperf_magics.columns import COLUMNS, KINDS, Column, group_of, names
 
 # The registry as store/columns.py declared it before it moved here (name:kind, frame order),
-# plus peak_memory_gb, the base column the peak-memory work adds.
+# plus peak_memory_gb, the base column the peak-memory work adds, and gpu_bf16_tflops, the
+# catalog's BF16 tensor peak.
 SNAPSHOT = """
 run_id:int network:str batch_size:int iterations:int time_s:float status:str gpu:str
 gpu_count:int source:str created_at:str device:str it_median_s:float it_p90_s:float
@@ -23,8 +24,8 @@ peak_memory_gb:float
 gpu_name:str gpu_uuid:str gpu_architecture:str gpu_compute_capability:float gpu_sm_count:int
 gpu_cuda_cores:int gpu_clock_mhz:float gpu_mem_clock_mhz:float gpu_mem_bus_bits:int
 gpu_memory_gb:float gpu_bandwidth_gbs:float gpu_fp32_tflops:float gpu_tf32_tflops:float
-gpu_fp16_tflops:float gpu_release_year:int gpu_driver:str gpu_cuda_driver:str
-gpu_power_limit_w:float gpu_mig:bool gpu_l2_mb:float gpu_visible_count:int
+gpu_fp16_tflops:float gpu_bf16_tflops:float gpu_release_year:int gpu_driver:str
+gpu_cuda_driver:str gpu_power_limit_w:float gpu_mig:bool gpu_l2_mb:float gpu_visible_count:int
 cpu_model:str cpu_physical_cores:int cpu_logical_cores:int cpu_affinity:int cpu_threads:int
 cpu_interop_threads:int cpu_simd:str cpu_memory_gb:float cpu_mhz:float
 sw_python:str sw_torch:str sw_cuda:str sw_cudnn:str sw_platform:str
@@ -46,7 +47,7 @@ rank_median_min_s:float rank_median_max_s:float rank_spread:float dist_backend:s
 raised_steps:int
 tags:dict
 """
-GROUP_SIZES = {"base": 23, "hardware": 35, "arch": 26, "hyper": 15, "quality": 20, "tags": 1}
+GROUP_SIZES = {"base": 23, "hardware": 36, "arch": 26, "hyper": 15, "quality": 20, "tags": 1}
 
 
 def _kind_of(annotation: object) -> str:

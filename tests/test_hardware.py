@@ -44,6 +44,7 @@ SPEC_KEYS = [
     "gpu_fp32_tflops",
     "gpu_tf32_tflops",
     "gpu_fp16_tflops",
+    "gpu_bf16_tflops",
     "gpu_release_year",
     "gpu_driver",
     "gpu_cuda_driver",

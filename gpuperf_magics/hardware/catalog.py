@@ -40,13 +40,25 @@ Examples
 'NVIDIA A100-SXM4-80GB'
 >>> catalog.lookup("Tesla T4")["gpu_fp32_tflops"]
 8.1
+
+The peak a precision's matrix products run at is :func:`peak`: ``"fp32"``, ``"tf32"``,
+``"fp16"`` or ``"bf16"`` (dense tensor-core figures, FP32 accumulate). A GPU without that
+format's tensor cores, or whose figure is not known, gets the peak it would run at instead and
+says why (BF16 on a T4 runs at the FP32 rate: Turing has FP16 tensor cores only).
+
+>>> catalog.peak("A100 80GB", "bf16").tflops
+312.0
+>>> print(catalog.peak("Tesla T4", "bf16").reason)
+Tesla T4 has no BF16 tensor cores (compute capability 7.5; they need 8.0): the FP32 peak
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics._checks import is_missing
@@ -69,6 +81,8 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 __all__ = [
+    "PRECISIONS",
+    "Peak",
     "UnknownGPUError",
     "add_gpus",
     "canonical_name",
@@ -78,6 +92,7 @@ __all__ = [
     "gpus",
     "lookup",
     "match",
+    "peak",
 ]
 
 _user_rows: pd.DataFrame | None = None
@@ -288,3 +303,102 @@ def clear_user_gpus() -> None:
 def _invalidate() -> None:
     _index.cache_clear()
     _resolve.cache_clear()
+
+
+# ------------------------------------------------------------------ peaks by precision
+#: The catalog column holding each precision's peak (dense; tensor cores but for FP32).
+PRECISIONS = {"fp32": "gpu_fp32_tflops", "tf32": "gpu_tf32_tflops",
+              "fp16": "gpu_fp16_tflops", "bf16": "gpu_bf16_tflops"}
+_SPELLINGS = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16"}
+#: The compute capability each format's tensor cores arrived with (Volta 7.0, Ampere 8.0).
+_TENSOR_SINCE = {"fp16": 7.0, "tf32": 8.0, "bf16": 8.0}
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The peak a GPU runs one precision's matrix products at.
+
+    Attributes
+    ----------
+    tflops : float or None
+        Dense TFLOPS; None only when the GPU's FP32 peak is unknown too.
+    precision : str
+        The precision whose figure ``tflops`` is: the one asked for, or what it fell back to.
+    asked : str
+        The precision asked for, in the catalog's spelling (``"bfloat16"`` is ``"bf16"``).
+    reason : str
+        Empty when ``tflops`` is the asked precision's own figure; else why another was used
+        (the GPU has no such tensor cores, or its figure is not known).
+    """
+
+    tflops: float | None
+    precision: str
+    asked: str
+    reason: str = ""
+
+
+def peak(gpu: str | Mapping[str, Any], precision: str) -> Peak:
+    """The peak TFLOPS of ``precision`` on a GPU, falling back where it has no such figure.
+
+    A GPU without tensor cores for the format (BF16 and TF32 need compute capability 8.0,
+    FP16 7.0) runs it at its FP32 peak, as does one whose figure is not known; BF16 with an
+    unknown figure takes the FP16 one where that is known (every NVIDIA sheet quoting both
+    gives them equal). The fallback says so in ``reason``, so a prediction can say which peak
+    it followed.
+
+    Parameters
+    ----------
+    gpu : str or mapping
+        A GPU name (any spelling :func:`lookup` accepts) or the dict :func:`lookup` returns.
+    precision : str
+        ``"fp32"``, ``"tf32"``, ``"fp16"`` or ``"bf16"`` (also ``"float32"``, ``"float16"``,
+        ``"half"``, ``"bfloat16"``; case does not matter).
+
+    Returns
+    -------
+    Peak
+
+    Raises
+    ------
+    ValueError
+        ``precision`` is none of those.
+    UnknownGPUError
+        The name fits no GPU, or several equally well.
+    """
+    asked = _precision(precision)
+    specs = lookup(gpu) if isinstance(gpu, str) else gpu
+    name = specs.get("gpu_name") or "the GPU"
+    own = _figure(specs, asked)
+    if own is not None or asked == "fp32":
+        return Peak(own, asked, asked)
+    capability = _figure(specs, "gpu_compute_capability")
+    if capability is not None and capability < _TENSOR_SINCE[asked]:
+        why = (f"{name} has no {asked.upper()} tensor cores (compute capability "
+               f"{capability:.1f}; they need {_TENSOR_SINCE[asked]:.1f})")
+    else:
+        why = f"no {asked.upper()} tensor peak is known for {name}"
+        fp16 = _figure(specs, "fp16")
+        if asked == "bf16" and fp16 is not None:
+            return Peak(fp16, "fp16", asked, f"{why}: the FP16 peak, which BF16 equals on "
+                                              "every GPU NVIDIA quotes both for")
+    return Peak(_figure(specs, "fp32"), "fp32", asked, f"{why}: the FP32 peak")
+
+
+def _precision(precision: str) -> str:
+    key = str(precision).strip().lower()
+    key = _SPELLINGS.get(key, key)
+    if key not in PRECISIONS:
+        raise ValueError(
+            f"precision must be one of {', '.join(map(repr, PRECISIONS))} (or "
+            f"{', '.join(map(repr, _SPELLINGS))}); got {precision!r}"
+        )
+    return key
+
+
+def _figure(specs: Mapping[str, Any], key: str) -> float | None:
+    """A positive finite figure of ``specs`` (a precision or a column name), else None."""
+    value = specs.get(PRECISIONS.get(key, key))
+    if value is None or is_missing(value):
+        return None
+    value = float(value)
+    return value if value > 0 and math.isfinite(value) else None

@@ -118,7 +118,7 @@ class GpuInfo:
         Theoretical memory bandwidth, GB/s (10**9 bytes/s), see :func:`memory_bandwidth_gbs`.
     fp32_tflops : float or None
         Theoretical FP32 peak (non-tensor), see :func:`fp32_tflops`.
-    tf32_tflops, fp16_tflops : float or None
+    tf32_tflops, fp16_tflops, bf16_tflops : float or None
         Dense tensor-core peaks; not measurable on the device, so ``None`` here: the spec
         catalog fills them (``dataclasses.replace``).
     release_year : int or None
@@ -155,6 +155,7 @@ class GpuInfo:
     fp32_tflops: float | None = None
     tf32_tflops: float | None = None
     fp16_tflops: float | None = None
+    bf16_tflops: float | None = None
     release_year: int | None = None
     driver: str | None = None
     cuda_driver: str | None = None

@@ -29,6 +29,7 @@ COLUMNS = (
     "gpu_fp32_tflops",
     "gpu_tf32_tflops",
     "gpu_fp16_tflops",
+    "gpu_bf16_tflops",
     "gpu_release_year",
     "form_factor",
     "tdp_w",
@@ -107,15 +108,7 @@ def _validate(frame: pd.DataFrame, required: tuple[str, ...]) -> tuple[pd.DataFr
                 if value is None and column in required:
                     errors.append(f"{where}: {column!r} is required")
             columns[column].append(value)
-        capability = columns["gpu_compute_capability"][-1]
-        if columns["gpu_tf32_tflops"][-1] is not None:
-            if capability is None:
-                errors.append(f"{where}: 'gpu_tf32_tflops' given without 'gpu_compute_capability'")
-            elif capability < 8.0:
-                errors.append(
-                    f"{where}: 'gpu_tf32_tflops' given but TF32 tensor cores need compute "
-                    f"capability 8.0 or newer (got {capability:g})"
-                )
+        errors += _ampere_only(columns, where)
     if errors:
         return frame, errors
     out = pd.DataFrame(
@@ -128,6 +121,28 @@ def _validate(frame: pd.DataFrame, required: tuple[str, ...]) -> tuple[pd.DataFr
         }
     )
     return out, []
+
+
+#: Peaks of tensor-core formats Ampere (compute capability 8.0) introduced: a figure for an
+#: older GPU is a typo or a column mix-up (Volta and Turing have FP16 tensor cores only).
+_AMPERE_PEAKS = {"gpu_tf32_tflops": "TF32", "gpu_bf16_tflops": "BF16"}
+
+
+def _ampere_only(columns: dict[str, list[Any]], where: str) -> list[str]:
+    """Problems with the TF32/BF16 peaks of the row just read (the last of ``columns``)."""
+    capability = columns["gpu_compute_capability"][-1]
+    errors = []
+    for column, fmt in _AMPERE_PEAKS.items():
+        if columns[column][-1] is None:
+            continue
+        if capability is None:
+            errors.append(f"{where}: {column!r} given without 'gpu_compute_capability'")
+        elif capability < 8.0:
+            errors.append(
+                f"{where}: {column!r} given but {fmt} tensor cores need compute "
+                f"capability 8.0 or newer (got {capability:g}); leave it empty"
+            )
+    return errors
 
 
 def _complete_from_builtin(table: pd.DataFrame) -> pd.DataFrame:
