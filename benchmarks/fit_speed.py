@@ -12,6 +12,12 @@ on 10,000 / 30,000 / 100,000 rows of 1,000 distinct configurations (per-step tim
 repeat of its configuration) and reports the time and the peak memory the fit added (the
 process's peak RSS, measured in a fresh child process per size). Target: 100,000 rows in under
 10 s and 1 GB, growing linearly.
+
+Shape: an imported public table is many networks on several GPUs, each over an image-size and
+a batch-size grid (a public CNN set: 15 networks × 4 GPUs, 1,304 configurations, 60 series).
+``--shape`` fits the default on tables of that shape, one row per configuration, at 1,000,
+1,304 and 10,000 configurations, each in a fresh child process. Targets: 1,000 configurations
+in at most 2 s, 10,000 in at most 15 s.
 """
 
 from __future__ import annotations
@@ -101,6 +107,60 @@ def _trace(n: int, configs: int = 1000, seed: int = 0) -> tuple[pd.DataFrame, np
     return x, per_step
 
 
+GPU_SPEED = {"Tesla K80": 3.2, "Tesla P100-PCIE-16GB": 1.4, "Tesla T4": 1.0,
+             "Tesla V100-SXM2-16GB": 0.5, "NVIDIA A100-SXM4-40GB": 0.3}
+
+
+def _zoo(configs: int, networks: int = 15, gpus: int = 4,
+         seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """About ``configs`` configurations of the public CNN sets' shape: ``networks`` CNNs on
+    ``gpus`` GPUs, each over an image × batch grid, one row (100 iterations) each; every
+    network has its own size (parameters, FLOPs) and its own sensitivity to the GPU."""
+    rng = np.random.default_rng(seed)
+    names = list(GPU_SPEED)[:gpus]
+    per_series = max(configs // (networks * gpus), 1)
+    images = max(int(np.sqrt(per_series / 2)), 1)
+    batches = -(-per_series // images) + 1  # a little over, then trimmed to ``configs``
+    rows = []
+    for net in range(networks):
+        params = 1e6 * rng.uniform(1, 60)
+        flops = 1e9 * rng.uniform(0.5, 12)  # per sample at 224 px
+        power = rng.uniform(0.5, 1.0)  # how much of the GPU's speed this network sees
+        for gpu in names:
+            for i in range(images):
+                size = 64 + 32 * i
+                for j in range(batches):
+                    b = 2 ** (2 + j) if j < 8 else 512 + 128 * (j - 7)
+                    work = flops * (size / 224) ** 2 * b
+                    per_it = 0.005 + work * 2e-13 * GPU_SPEED[gpu] ** power
+                    rows.append({"network": f"cnn{net}", "gpu": gpu, "batch_size": b,
+                                 "image_size": size, "iterations": 100,
+                                 "arch_params": params, "arch_flops_fwd": flops,
+                                 "time_s": 100 * per_it * (1 + 0.02 * rng.standard_normal())})
+    frame = pd.DataFrame(rows)
+    frame = frame.iloc[np.sort(rng.permutation(len(frame))[:configs])].reset_index(drop=True)
+    return frame.drop(columns="time_s"), frame["time_s"].to_numpy()
+
+
+def _shape_child(configs: int) -> None:
+    x, y = _zoo(configs)
+    start = time.perf_counter()
+    TrainingTimeModel().fit(x, y)
+    took = time.perf_counter() - start
+    series = x.groupby(["network", "gpu"]).ngroups
+    print(f"{len(x)},{series},{took:.2f}")
+
+
+def shape() -> None:
+    print("| configurations | series | fit seconds | target |")
+    print("| ---: | ---: | ---: | ---: |")
+    for n, target in ((1_000, "2 s"), (1_304, ""), (10_000, "15 s")):
+        out = subprocess.run([sys.executable, __file__, "--shape-child", str(n)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        rows, series, took = out.splitlines()[-1].split(",")
+        print(f"| {int(rows):,} | {series} | {float(took):.1f} | {target} |")
+
+
 def _scale_child(n: int) -> None:
     import resource
 
@@ -127,17 +187,25 @@ def scale() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", action="store_true", help="only the scale table")
+    parser.add_argument("--shape", action="store_true",
+                        help="only the fit time on tables of a public CNN set's shape")
     parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--shape-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scale_child:
         _scale_child(args.scale_child)
         return
-    if args.scale:
-        scale()
+    if args.shape_child:
+        _shape_child(args.shape_child)
+        return
+    if args.scale or args.shape:
+        scale() if args.scale else shape()
         return
     speed()
     print()
     scale()
+    print()
+    shape()
 
 
 def speed() -> None:
