@@ -13,7 +13,7 @@ import pytest
 from shared_data import SHARED_DATA
 
 from gpuperf_magics import datasets
-from gpuperf_magics.datasets import ChecksumError, DatasetNotFoundError
+from gpuperf_magics.datasets import ChecksumError, DatasetNotFoundError, lattuada2022
 
 # The shared data folder as the data home, and an empty table cache (conftest).
 pytestmark = [
@@ -100,14 +100,14 @@ def test_a_corrupted_download_is_an_error_and_is_not_saved(
         datasets.fetch_lattuada2022(data_home=tmp_path)
     message = str(info.value)
     assert SOURCES["lattuada2022"] + "vgg19_pt.csv" in message
-    assert datasets._LATTUADA2022.files["vgg19_pt.csv"] in message  # the expected hash
+    assert lattuada2022.DATASET.files["vgg19_pt.csv"] in message  # the expected hash
     assert re.search(r"SHA-256 [0-9a-f]{64}", message)  # and the actual one
     assert "nothing was saved" in message
     folder = tmp_path / "lattuada2022"
     assert not (folder / "vgg19_pt.csv").exists()
     assert not list(folder.glob(".*"))  # no partial files left behind
     # the next call keeps the good files already on disk and fetches only the others
-    missing = [f for f in datasets._LATTUADA2022.files if not (folder / f).exists()]
+    missing = [f for f in lattuada2022.DATASET.files if not (folder / f).exists()]
     assert "vgg19_pt.csv" in missing and len(missing) < 17
     github = FakeGitHub()
     monkeypatch.setattr(datasets, "_download", github)

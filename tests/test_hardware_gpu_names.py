@@ -297,7 +297,7 @@ def _column(path: Path, column: str) -> set[str]:
 
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"{SHARED_DATA} is not here")
 def test_every_gpu_named_in_the_public_datasets_resolves_to_its_row() -> None:
-    from gpuperf_magics import datasets
+    from gpuperf_magics.datasets import lattuada2022, sia2023
 
     # lambda2025: the NVML device name (`gpu`) and the name the run log gave (`gpu_reported`,
     # older drivers: "A100-PCIE-80GB", "RTX A4000", "GeForce RTX 2080 with Max-Q Design").
@@ -317,13 +317,13 @@ def test_every_gpu_named_in_the_public_datasets_resolves_to_its_row() -> None:
     for path in (SHARED_DATA / "lattuada2022").glob("*.csv"):
         if "GFlops(7)" in path.read_text(encoding="utf-8").partition("\n")[0]:
             gflops |= {round(float(v)) for v in _column(path, "GFlops(7)")}
-    assert len(gflops) >= 4 and gflops <= set(datasets._LATTUADA_GPUS)
-    for name in datasets._LATTUADA_GPUS.values():
+    assert len(gflops) >= 4 and gflops <= set(lattuada2022.GPUS)
+    for name in lattuada2022.GPUS.values():
         assert catalog.match(name) == name, name
     # sia2023 names clusters; the dataset module maps each to a GPU.
     clusters = {p.stem.removeprefix("placements-") for p in SHARED_DATA.glob("sia2023/*/*.csv")}
-    assert clusters == set(datasets._SIA_GPUS)
-    for name in datasets._SIA_GPUS.values():
+    assert clusters == set(sia2023.GPUS)
+    for name in sia2023.GPUS.values():
         assert catalog.match(name) == name, name
     # The GPUs as the data sets' READMEs spell them.
     readme = {

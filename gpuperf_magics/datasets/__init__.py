@@ -54,11 +54,6 @@ __all__ = [
 DATA_HOME_ENV = "GPUPERF_DATA_HOME"
 
 
-# The datasets' descriptions and GPU maps, by the names earlier versions had here.
-_LATTUADA2022, _LATTUADA_GPUS = lattuada2022.DATASET, lattuada2022.GPUS
-_SIA2023, _SIA_GPUS = sia2023.DATASET, sia2023.GPUS
-
-
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset file is neither on disk nor downloadable."""
 
@@ -151,7 +146,7 @@ def fetch_lattuada2022(
     - The GT 750M (742 GFLOPS) of the README does not occur in these files.
     """
     home = get_data_home(data_home).resolve()
-    return _load(_LATTUADA2022.name, home, download_if_missing).copy()
+    return _load(lattuada2022.DATASET.name, home, download_if_missing).copy()
 
 
 def fetch_sia2023(
@@ -198,7 +193,7 @@ def fetch_sia2023(
     elsewhere, deepspeech2 slower on A100 than on V100; precision (TF32/AMP) not recorded.
     """
     home = get_data_home(data_home).resolve()
-    return _load(_SIA2023.name, home, download_if_missing).copy()
+    return _load(sia2023.DATASET.name, home, download_if_missing).copy()
 
 
 @functools.lru_cache(maxsize=16)
