@@ -5,7 +5,10 @@ For each workload the same loop runs bare and under the profiler (steps-only, th
 of the per-round differences in µs per iteration and as a ratio. Timing happens inside the
 ``with`` block only: the work done after the loop (FLOPs, hardware, store) is not per-iteration.
 
-    python benchmarks/overhead.py [--rounds 15] [--threads 1] [--skip-first-cell]
+    python benchmarks/overhead.py [--rounds 15] [--threads 1] [--skip-first-cell] [--write]
+
+``--write`` also saves the tables to ``docs/figures/overhead.md``, which the documentation
+includes (the docs build never runs a benchmark): commit the file with the change it measures.
 
 Targets (issue 2): steps-only <= 5 µs/iteration and <= 1 % on the CNN; --phases <= 50 µs.
 The hook-floor workload (a near-empty iteration) measures the per-iteration cost itself; on
@@ -23,9 +26,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -156,32 +165,79 @@ def measure(loop: Callable[[int], None], iters: int, rounds: int) -> dict[str, f
     return out
 
 
+#: The committed file the documentation includes (``--write``).
+FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "overhead.md"
+
+
+def emit(lines: list[str], line: str = "") -> None:
+    """Print a line of the report at once (a long run shows progress) and keep it for
+    ``--write``."""
+    print(line, flush=True)
+    lines.append(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip-first-cell", action="store_true",
                         help="leave out the first-cell measurement (fresh processes)")
+    parser.add_argument("--write", action="store_true",
+                        help=f"also write the tables to {FIGURE.relative_to(FIGURE.parents[2])}")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} thread(s), {args.rounds} rounds; "
-          "overhead = median of (profiled − mean of neighbouring bare rounds)\n")
-    print("| workload | bare µs/it | steps-only µs/it | steps-only % | --phases µs/it | --phases % "
-          "| noise (IQR of paired diffs, µs) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    lines: list[str] = []
+    emit(lines, f"torch {torch.__version__}, {args.threads} thread(s), {args.rounds} rounds; "
+         "overhead = median of (profiled − mean of neighbouring bare rounds)")
+    emit(lines)
+    emit(lines, "| workload | bare µs/it | steps-only µs/it | steps-only % | --phases µs/it "
+         "| --phases % | noise (IQR of paired diffs, µs) |")
+    emit(lines, "|---|---:|---:|---:|---:|---:|---:|")
     # The floor's per-iteration cost is a few µs: many short alternations beat a few long ones.
     plan = [(hook_floor_workload, 1000, 4 * args.rounds), (mlp_workload, 300, args.rounds),
             (cnn_workload, 100, args.rounds)]
     if importlib.util.find_spec("lightning") is not None:
         plan.append((lightning_workload, 300, args.rounds))
+    load_before = os.getloadavg()[0]
     for make, iters, rounds in plan:
         loop, label = make()
         r = measure(loop, iters, rounds)
-        print(f"| {label} | {r['bare_us']:.1f} | {r['steps_us']:+.1f} | {r['steps_pct']:+.2f} | "
-              f"{r['phases_us']:+.1f} | {r['phases_pct']:+.2f} | "
-              f"{r['steps_iqr']:.1f} / {r['phases_iqr']:.1f} |", flush=True)
+        emit(lines, f"| {label} | {r['bare_us']:.1f} | {r['steps_us']:+.1f} | "
+             f"{r['steps_pct']:+.2f} | {r['phases_us']:+.1f} | {r['phases_pct']:+.2f} | "
+             f"{r['steps_iqr']:.1f} / {r['phases_iqr']:.1f} |")
     if not args.skip_first_cell:
-        first_cell_table(args.threads)
+        first_cell_table(args.threads, lines)
+    if args.write:
+        write_figure(lines, args, (load_before, os.getloadavg()[0]))
+
+
+def _commit() -> str:
+    """The checkout's commit (with ``+changes`` when the tree differs from it), or
+    ``unknown`` outside git: the figure says what code it measured."""
+    root = FIGURE.parents[2]
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "gpuperf_magics"],
+                               cwd=root, check=True, capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty.strip() else "")
+
+
+def write_figure(lines: list[str], args: argparse.Namespace,
+                 load: tuple[float, float]) -> None:
+    """Save the report as the Markdown file the documentation includes."""
+    command = "python benchmarks/overhead.py " + " ".join(sys.argv[1:])
+    header = [
+        f"*Written by `{command.strip()}` on {date.today().isoformat()}, commit "
+        f"`{_commit()}`; {platform.machine()}, {os.cpu_count()} CPU cores, load average "
+        f"{load[0]:.1f} at the start and {load[1]:.1f} at the end.*",
+        "",
+    ]
+    FIGURE.parent.mkdir(parents=True, exist_ok=True)
+    FIGURE.write_text("\n".join(header + lines) + "\n", encoding="utf-8")
+    print(f"\nwrote {FIGURE}")
 
 
 #: Cells for the first-cell measurement: (label, setup cell, training cell). The training
@@ -290,16 +346,15 @@ print(" ".join(f"{x:.4f}" for x in out))
 """
 
 
-def first_cell_table(threads: int) -> None:
+def first_cell_table(threads: int, lines: list[str]) -> None:
     """Loop end -> cell shown, first and second profiled cell, each workload in a new process."""
-    import subprocess
-    import sys
-
-    print("\nFirst profiled cell in a new kernel: cell start → loop start (hooks), and loop "
-          "end → cell shown (FLOPs, hardware, store, line), in seconds\n")
-    print("| workload | first cell: start | first cell: end | second cell: start | "
-          "second cell: end |")
-    print("|---|---:|---:|---:|---:|")
+    emit(lines)
+    emit(lines, "First profiled cell in a new kernel: cell start → loop start (hooks), and "
+         "loop end → cell shown (FLOPs, hardware, store, line), in seconds")
+    emit(lines)
+    emit(lines, "| workload | first cell: start | first cell: end | second cell: start | "
+         "second cell: end |")
+    emit(lines, "|---|---:|---:|---:|---:|")
     for key, (label, setup, cell) in FIRST_CELLS.items():
         if key in ("lightning", "bert") and importlib.util.find_spec(
                 "lightning" if key == "lightning" else "transformers") is None:
@@ -307,11 +362,10 @@ def first_cell_table(threads: int) -> None:
         proc = subprocess.run([sys.executable, "-c", _CHILD, setup, cell, str(threads)],
                               capture_output=True, text=True, timeout=600)
         if proc.returncode:
-            print(f"| {label} | failed: {proc.stderr.strip().splitlines()[-1:]} | |")
+            emit(lines, f"| {label} | failed: {proc.stderr.strip().splitlines()[-1:]} | |")
             continue
         start1, end1, start2, end2 = (float(v) for v in proc.stdout.split()[-4:])
-        print(f"| {label} | {start1:.3f} | {end1:.3f} | {start2:.3f} | {end2:.3f} |",
-              flush=True)
+        emit(lines, f"| {label} | {start1:.3f} | {end1:.3f} | {start2:.3f} | {end2:.3f} |")
 
 
 if __name__ == "__main__":

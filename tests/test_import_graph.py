@@ -145,3 +145,24 @@ def test_no_private_name_crosses_modules() -> None:
                     crossing.append(f"{name}:{node.lineno} imports {node.module}.{alias.name}")
     assert not crossing, "\n".join(crossing)
 
+
+
+def _readme_layers() -> dict[str, int]:
+    """The README's layer picture (its ``## Layers`` block): layer number → the folders and
+    modules on that line, as ``LAYERS`` names them."""
+    text = (ROOT.parent / "README.md").read_text(encoding="utf-8")
+    block = text.split("\n## Layers", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+    layers: dict[str, int] = {}
+    for line in block.splitlines()[1:]:  # the first line is the header
+        number, *words = line.split()
+        for word in words:
+            if not (word.endswith("/") or word.endswith(".py")):
+                break
+            name = word.removesuffix("/").removesuffix(".py")
+            layers["" if name == "__init__" else name] = int(number)
+    return layers
+
+
+def test_the_readme_draws_these_layers() -> None:
+    """The README's picture and ``LAYERS`` say the same thing, folder by folder."""
+    assert _readme_layers() == LAYERS

@@ -22,6 +22,7 @@ WHOLE = {
     "test_benchmarks": "the scripts in benchmarks/ run end to end",
     "test_browser": "JupyterLab and Chromium drive the what-if panel",
     "test_capture_frameworks": "unchanged loops of Lightning, Accelerate and HF Trainer",
+    "test_docs": "the README and the documentation pages: short, linked, figures with a source",
     "test_import_graph": "no module imports up the README's layer order",
     "test_layers": "each layer imports alone in a fresh process",
     "test_layout": "this file",

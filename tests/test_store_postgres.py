@@ -280,11 +280,11 @@ def test_lock_timeout_is_honoured(pg_store_url: str) -> None:
     assert Store(pg_store_url).save_run(make_run()) >= 2
 
 
-# --------------------------------------------------------------------------- README recipe
+# ------------------------------------------------------------ the team recipe of docs/store.md
 def _readme_sql() -> list[str]:
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "store.md").read_text()
     section = text.split("## Team store", 1)[1]
-    block = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    block = section.split("```psql\n", 1)[1].split("```", 1)[0]
     statements, current = [], []
     for line in block.splitlines():
         line = line.split("--", 1)[0].rstrip()
@@ -297,7 +297,7 @@ def _readme_sql() -> list[str]:
 
 
 def test_the_readme_team_recipe_works(postgres_server: PostgresServer) -> None:
-    """The roles of the README: owner migrates, writers profile, readers only read."""
+    """The roles of docs/store.md: owner migrates, writers profile, readers only read."""
     database = "postgres"
     for statement in _readme_sql():
         if statement.startswith("\\c"):

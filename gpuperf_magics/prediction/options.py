@@ -107,7 +107,7 @@ def add_to(parser: argparse.ArgumentParser) -> None:
 def magic_options(func: F) -> F:
     """Declare the options on a magic, as stacked ``@argument`` decorators would, in
     :data:`OPTIONS` order (put it below ``@magic_arguments()`` and the magic's own
-    ``@argument``s that the help should list first)."""
+    ``@argument`` lines that the help should list first)."""
     from IPython.core.magic_arguments import argument
 
     for flags, keywords in reversed(OPTIONS):

@@ -1,4 +1,4 @@
-"""The ``gpuperf`` command line: the store and the predictor without a notebook.
+"""The ``gpuperf`` command line: the store and the predictor without a notebook::
 
     gpuperf runs [--network NAME] [--csv]
     gpuperf import FILE [--map COLUMN=CANONICAL ...] [--network NAME] [--gpu NAME] [--again]
