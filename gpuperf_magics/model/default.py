@@ -222,7 +222,10 @@ class DefaultModel(GlobalModel):
                 continue
             rows = np.flatnonzero(nets == net)
             self._predict_local(self.local_[net], prep, rows, cov, out)
-        return out
+        # More GPUs than measured: the one-GPU step plus the all-reduce (model/data_parallel).
+        from gpuperf_magics.model.data_parallel import scale_out
+
+        return scale_out(self, X, out, cov)
 
     def _predict_local(self, local: _Local, prep: Prepared, rows: np.ndarray, cov: float,
                        out: pd.DataFrame) -> None:
