@@ -188,8 +188,8 @@ def _measured_counts(local: Any) -> set[float]:
 
 
 def _rows_to_move(model: Any, X: pd.DataFrame) -> np.ndarray:
-    """Positions of queries for more GPUs than one whose network was measured on one GPU but
-    not at that count."""
+    """Positions of queries for more GPUs than one whose network was measured on one GPU only
+    (where runs vary the count, the measured series along it answers, as for any feature)."""
     import pandas as pd
 
     counts = pd.to_numeric(X["gpu_count"], errors="coerce").to_numpy(float)
@@ -200,8 +200,7 @@ def _rows_to_move(model: Any, X: pd.DataFrame) -> np.ndarray:
         local = model.local_.get(net)
         if local is None or not np.isfinite(n) or n <= 1:
             continue
-        measured = _measured_counts(local)
-        keep[i] = 1.0 in measured and float(n) not in measured
+        keep[i] = _measured_counts(local) == {1.0}
     return np.flatnonzero(keep)
 
 
@@ -244,9 +243,9 @@ def _column(X: pd.DataFrame, names: tuple[str, ...] | str, i: int) -> Any:
 
 def scale_out(model: Any, X: Any, out: pd.DataFrame, coverage: float) -> pd.DataFrame:
     """The default model's predictions with data-parallel moves answered (see the module
-    docstring): every query for ``N > 1`` GPUs of a network measured on one GPU but not on
-    ``N`` becomes the one-GPU query at its per-GPU batch (predicted by ``model`` as any other)
-    plus the exposed all-reduce; ``kind`` "extrapolation", the ``detail`` says how.
+    docstring): every query for ``N > 1`` GPUs of a network measured on one GPU only becomes
+    the one-GPU query at its per-GPU batch (predicted by ``model`` as any other) plus the
+    exposed all-reduce; ``kind`` "extrapolation", the ``detail`` says how.
 
     ``out`` is changed in place and returned; other queries are left as they are.
     """
@@ -297,4 +296,4 @@ def _fill(out: pd.DataFrame, row: int, queries: pd.DataFrame, k: int, base: pd.S
     out.iat[row, c["expected_mape"]] = math.hypot(float(base["expected_mape"]), 0.5 * share)
     out.iat[row, c["detail"]] = (
         f"{n} GPUs data parallel ({how}): per-GPU step {1e3 * step:.3g} ms at batch "
-        f"{per_gpu:g} ({base['detail']}) {why}")
+        f"{per_gpu:g} ({base['detail']!s}) {why}")
