@@ -137,3 +137,20 @@ def test_measured_gpu_counts_keep_their_own_series() -> None:
     assert "data parallel" not in row["detail"]
     assert float(row["per_iteration_s"]) == pytest.approx(
         float(np.median(two["time_s"].iloc[3:6])) / 100, rel=1e-6)
+
+
+def test_more_gpus_of_another_kind_stay_a_transfer() -> None:
+    from gpuperf_magics.model import TrainingTimeModel
+
+    runs = _one_gpu_runs()
+    model = TrainingTimeModel().fit(runs.drop(columns="time_s"), runs["time_s"])
+    query = pd.DataFrame({"network": ["net"] * 2, "gpu": ["NVIDIA A100-SXM4-40GB"] * 2,
+                          "batch_size": [64, 64], "gpu_count": [1, 8], "iterations": [1, 1],
+                          "arch_params": [50_000_000] * 2})
+    one, eight = model.predict_table(query).iloc[0], model.predict_table(query).iloc[1]
+    assert one["kind"] == eight["kind"] == "transfer"
+    link = dp.interconnect("NVIDIA A100-SXM4-40GB")  # an SXM A100: its NVSwitch board
+    step = float(one["per_iteration_s"])
+    assert float(eight["per_iteration_s"]) == pytest.approx(
+        step + dp.exposed_seconds(step, 200_000_000, 8, link), rel=1e-9)
+    assert "NVSwitch" in eight["detail"]

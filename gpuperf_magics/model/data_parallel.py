@@ -245,7 +245,8 @@ def scale_out(model: Any, X: Any, out: pd.DataFrame, coverage: float) -> pd.Data
     """The default model's predictions with data-parallel moves answered (see the module
     docstring): every query for ``N > 1`` GPUs of a network measured on one GPU only becomes
     the one-GPU query at its per-GPU batch (predicted by ``model`` as any other) plus the
-    exposed all-reduce; ``kind`` "extrapolation", the ``detail`` says how.
+    exposed all-reduce; ``kind`` "extrapolation" (the one-GPU query's kind where that is a
+    transfer or a new network), the ``detail`` says how.
 
     ``out`` is changed in place and returned; other queries are left as they are.
     """
@@ -291,7 +292,9 @@ def _fill(out: pd.DataFrame, row: int, queries: pd.DataFrame, k: int, base: pd.S
     out.iat[row, c["time_low_s"]] = min(low, total)
     out.iat[row, c["time_high_s"]] = max(high, total)
     out.iat[row, c["per_iteration_s"]] = total / its
-    out.iat[row, c["kind"]] = "extrapolation"
+    # A move along the count extrapolates; on top of a move to another GPU it stays a transfer.
+    kind = str(base["kind"])
+    out.iat[row, c["kind"]] = kind if kind in ("transfer", "new network") else "extrapolation"
     share = extra / (step + extra) if step + extra > 0 else 0.0
     out.iat[row, c["expected_mape"]] = math.hypot(float(base["expected_mape"]), 0.5 * share)
     out.iat[row, c["detail"]] = (
