@@ -222,7 +222,8 @@ class DefaultModel(GlobalModel):
                 continue
             rows = np.flatnonzero(nets == net)
             self._predict_local(self.local_[net], prep, rows, cov, out)
-        # More GPUs than measured: the one-GPU step plus the all-reduce (model/data_parallel).
+        # Networks measured on one GPU asked for more: the one-GPU step plus the all-reduce
+        # the backward pass does not hide (model/data_parallel.py).
         from gpuperf_magics.model.data_parallel import scale_out
 
         return scale_out(self, X, out, cov)
