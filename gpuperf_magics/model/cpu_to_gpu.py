@@ -1,7 +1,8 @@
 """Prediction rows for GPUs when a network was only measured on the CPU.
 
 The estimate per iteration is :func:`~gpuperf_magics.model.roofline.cpu_to_gpu_seconds` (FLOPs
-at a fraction of the GPU's peak); this module turns it into the rows a prediction table holds,
+at a fraction of the GPU's peak, or the host's time to issue the iteration's kernels where that
+is longer); this module turns it into the rows a prediction table holds,
 with its own interval: a guess of :data:`~gpuperf_magics.model.roofline.EXPECTED_MAPE` either
 way, wider above (a real job is more often slower than the peak suggests than faster).
 """
@@ -14,7 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
 #: The label of these rows in a prediction's ``detail`` column.
-DETAIL = "from CPU runs by FLOPs, rough"
+DETAIL = "from CPU runs by FLOPs and the kernels an iteration launches, rough"
 
 
 def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
@@ -32,7 +33,8 @@ def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
     from gpuperf_magics.hardware.catalog import lookup
     from gpuperf_magics.model.roofline import EXPECTED_MAPE, cpu_to_gpu_seconds
 
-    arch = {k: latest[k] for k in latest.index if str(k).startswith("arch_")}
+    # The optimizer's class says how many kernels its step launches (roofline.iteration_ops).
+    arch = {k: latest[k] for k in latest.index if str(k).startswith("arch_") or k == "optimizer"}
     out = []
     for idx, row in configs.iterrows():
         per_it = cpu_to_gpu_seconds(arch, lookup(row["gpu"]), int(row["batch_size"]),

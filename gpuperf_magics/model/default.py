@@ -222,7 +222,11 @@ class DefaultModel(GlobalModel):
                 continue
             rows = np.flatnonzero(nets == net)
             self._predict_local(self.local_[net], prep, rows, cov, out)
-        return out
+        # Networks measured on one GPU asked for more: the one-GPU step plus the all-reduce
+        # the backward pass does not hide (model/data_parallel.py).
+        from gpuperf_magics.model.data_parallel import scale_out
+
+        return scale_out(self, X, out, cov)
 
     def _predict_local(self, local: _Local, prep: Prepared, rows: np.ndarray, cov: float,
                        out: pd.DataFrame) -> None:
