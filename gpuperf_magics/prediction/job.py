@@ -82,6 +82,9 @@ def _whole_list(name: str, values: Any) -> tuple[int, ...] | None:
         return None
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence | set | frozenset):
         values = [values]
+    for v in values:
+        if isinstance(v, str):
+            raise PredictionError(f"{spell(name, value=False)} must be a number, got {v!r}")
     out = tuple(positive_number(v, spell(name, value=False), whole=True, error=PredictionError)
                 for v in values)
     if not out:
@@ -95,7 +98,11 @@ def _names(values: Any) -> tuple[str, ...] | None:
         return None
     if isinstance(values, str):
         values = [values]
-    out = tuple(str(v).strip() for v in values if str(v).strip())
+    for v in values:
+        if not isinstance(v, str):
+            raise PredictionError(f"{spell('gpus', value=False)} takes GPU names (text), "
+                                  f"e.g. {spell('gpus')}; got {v!r}")
+    out = tuple(v.strip() for v in values if v.strip())
     if not out:
         raise PredictionError(f"{spell('gpus', value=False)} is empty: give GPU names, e.g. "
                               f"{spell('gpus')}")
@@ -183,6 +190,10 @@ class Job:
         if self.network is not None and not isinstance(self.network, str):
             raise PredictionError(f"{spell('network', value=False)} must be a name, got "
                                   f"{self.network!r}")
+        for name in ("iterations", "samples", "gpu_count", "epochs", "deadline_s", "coverage"):
+            if isinstance(getattr(self, name), str):  # a parser's job, not a Python call's
+                raise PredictionError(f"{spell(name, value=False)} must be a number, got "
+                                      f"{getattr(self, name)!r}")
         put("batch_sizes", _whole_list("batch_sizes", self.batch_sizes))
         for name in ("iterations", "samples", "gpu_count"):
             put(name, positive_number(getattr(self, name), spell(name, value=False),

@@ -7,6 +7,7 @@ build on it and on each other in one direction only (``predict`` → ``record`` 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -53,10 +54,14 @@ class Prediction:
 
     def rows(self, mask: Any) -> Prediction:
         """The same prediction restricted to some configurations (a boolean mask or index
-        of ``frame``): what the panel shows of the prediction its plot draws."""
+        of ``frame``): what the panel shows of the prediction its plot draws. A note about
+        one batch size (``"batch 8: ..."``) goes with that batch size's rows."""
         frame = self.frame.loc[mask]
         frame.attrs = dict(self.frame.attrs)
-        return replace(self, frame=frame)
+        kept = {int(b) for b in frame["batch_size"]}
+        notes = [n for n in self.notes
+                 if (m := re.match(r"batch (\d+): ", n)) is None or int(m.group(1)) in kept]
+        return replace(self, frame=frame, notes=notes)
 
     def table(self) -> pd.DataFrame:
         """The human table: configuration, total (h:mm:ss), per iteration, interval, kind."""

@@ -89,6 +89,9 @@ class WhatIfPanel(PanelControls):
         The panel to display.
     result : ipywidgets.HTML
         The answer, the notes on what it assumes, or why there is no answer.
+    answer : Prediction or None
+        The prediction shown: one row, the chosen batch size on the chosen device (None
+        when there is no answer).
     text : str
         ``result`` as plain text.
     plot : ipywidgets.Output
@@ -136,6 +139,7 @@ class WhatIfPanel(PanelControls):
         first = resolve_network(all_runs, network)
 
         self._text: str | None = None  # the answer as plain text, when there is one
+        self.answer: Any = None
         self._quiet = True  # no prediction while the controls are being set up
         self._build_controls(list(dict.fromkeys(all_runs["network"])), first, price_table,
                              batch_size=batch_size, epochs=epochs, samples=samples,
@@ -270,6 +274,7 @@ class WhatIfPanel(PanelControls):
             hint = "<p>Choose another network above.</p>"
         self.result.value = f"<p style='color:#b00'>{html.escape(message)}</p>{hint}"
         self._text = None
+        self.answer = None
 
     def _update(self, change: Any = None) -> None:
         """Re-answer after a change; any error, expected or not, is shown in the panel (an
@@ -338,6 +343,7 @@ class WhatIfPanel(PanelControls):
         notes = self._notes(on_gpu)
         self.result.value = display.as_html(answer, notes)
         self._text = display.as_text(answer, notes)
+        self.answer = answer
         for part, show in ((lambda: self._draw(prediction, job), self.plot),
                            (lambda: self._show_offers(job), self.offers_view)):
             try:
