@@ -185,42 +185,6 @@ def test_the_thread_redraws_the_line_as_the_job_moves():
     assert len(bars.made) == 1  # one bar, redrawn
 
 
-def test_profile_training_owns_the_live_line(tmp_path, monkeypatch):
-    """A script gets the line with ``live=``: the magic only passes it on."""
-    import torch
-    from torch import nn
-
-    import gpuperf_magics as gm
-
-    bars = Bars()
-    monkeypatch.setattr(progress, "_tqdm", bars)
-    monkeypatch.setattr(progress, "INTERVAL_S", 0.001)
-    model = nn.Linear(4, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    with gm.profile_training("lin", tmp_path / "runs.sqlite", total_iterations=40,
-                             live=True):
-        for _ in range(40):
-            opt.zero_grad()
-            model(torch.randn(8, 4)).sum().backward()
-            opt.step()
-    assert len(bars.made) == 1 and bars.texts[-1].startswith("40/40 it")
-    # A prior from the prediction layer leads it: the store now has a model of 'lin'.
-    prior = gm.live_prior(tmp_path / "runs.sqlite", "lin")
-    with gm.profile_training("lin", tmp_path / "runs.sqlite", total_iterations=40,
-                             live=prior):
-        for _ in range(40):
-            opt.zero_grad()
-            model(torch.randn(8, 4)).sum().backward()
-            opt.step()
-    assert prior.model_per_step is not None and prior.model_per_step > 0
-    assert len(bars.made) == 2
-    bars.made.clear()
-    with gm.profile_training("lin", tmp_path / "runs.sqlite", total_iterations=40):
-        model(torch.randn(8, 4)).sum().backward()
-        opt.step()
-    assert bars.made == []  # live=False, the default: no line
-
-
 CELL = """
 import torch
 from torch import nn

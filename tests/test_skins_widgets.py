@@ -330,6 +330,14 @@ def test_errors_inside_callbacks_are_shown_in_the_panel(imported):
     assert "the panel failed: RuntimeError: disk on fire" in panel.text
 
 
+def test_magic_widget_opens_at_the_lines_job_and_deadline(ip, imported):
+    panel = ip.run_line_magic("predict_time", f"--store {imported} -w --batch-size 64 "
+                              "--iterations 500 --deadline 1:30 -q -o")
+    assert panel.batch_size.value == 64 and panel.deadline.value == 1.5
+    assert panel.job().deadline_s == 5400 and iterations(panel) == 500
+    assert panel.offers.deadline_s == 5400
+
+
 def test_magic_widget_takes_the_configured_prices(ip, imported, tmp_path):
     from IPython.core.error import UsageError
 
