@@ -7,7 +7,6 @@ architecture description (FLOPs), and the store write.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import logging
 import math
@@ -271,8 +270,11 @@ class ProfileSession:
                 from gpuperf_magics.capture import distributed
                 from gpuperf_magics.capture.probes import device_of
 
-                with contextlib.suppress(Exception):
+                try:
                     distributed.exchange(distributed.summary(run, None), device_of(rec.model))
+                except Exception:  # a rank without a run has nothing to lose here
+                    _log.warning("telling the other ranks this one has no run failed",
+                                 exc_info=True)
             return run
         try:
             if interrupted:
