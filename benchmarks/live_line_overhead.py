@@ -17,6 +17,7 @@ GIL it takes meanwhile.
 from __future__ import annotations
 
 import argparse
+import io
 import statistics
 import sys
 import tempfile
@@ -30,7 +31,7 @@ from torch import nn
 
 from gpuperf_magics.capture import profile_training
 from gpuperf_magics.capture.progress import LiveLine
-from gpuperf_magics.prediction.remaining import LivePrior
+from gpuperf_magics.prediction.live import live_prior
 
 STEPS = 20_000
 #: The model's seconds per step each round with the line got (None: it did not answer).
@@ -43,10 +44,14 @@ def one_round(store: Path, live: bool) -> float:
     x = torch.randn(2, 4)
     session = profile_training("floor", store, total_iterations=STEPS)
     session.__enter__()
-    line = None
+    line = prior = None
     if live:
-        prior = LivePrior.fit(store, "floor", session.configuration)
-        line = LiveLine(session.progress, lambda text: None, prior=prior).start()
+        from tqdm import tqdm
+
+        prior = live_prior(store, "floor")
+        # A real tqdm bar, drawn into memory (what a terminal would show, without the noise).
+        line = LiveLine(session.progress, configuration=session.configuration, prior=prior,
+                        bar=lambda **keywords: tqdm(file=io.StringIO(), **keywords)).start()
     start = time.perf_counter()
     for _ in range(STEPS):
         opt.zero_grad()
@@ -55,7 +60,7 @@ def one_round(store: Path, live: bool) -> float:
     elapsed = time.perf_counter() - start
     if line is not None:
         line.stop()
-        ANSWERS.append(line.model_per_step)
+        ANSWERS.append(prior.model_per_step if prior is not None else None)
     session.stop(None)
     return elapsed / STEPS
 

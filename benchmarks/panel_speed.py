@@ -49,7 +49,7 @@ def main() -> None:
         batch = 24 + 8 * (i % 10)
         start = time.perf_counter()
         gm.predict_time(store, batch_sizes=[batch], iterations=10_000)
-        offers(store, batch_size=batch, iterations=10_000, prices=prices,
+        offers(store, batch_sizes=[batch], iterations=10_000, prices=prices,
                instances=list(panel.instances.value))
         numbers.append(time.perf_counter() - start)
         start = time.perf_counter()

@@ -8,6 +8,8 @@ the magics do is reachable from Python without IPython::
         train()                      # unchanged training loop
     gm.Store("runs.sqlite").runs()   # one row per profiled configuration
     gm.predict_time("runs.sqlite", batch_sizes=[64, 256], epochs=90, gpus=["A100 80GB"])
+    job = gm.Job(batch_sizes=[64], epochs=90, deadline_s=3 * 3600)  # one job, many questions
+    gm.offers("runs.sqlite", job)
 
 Importing this package is cheap: torch, IPython, pandas and scikit-learn are imported only
 when a name that needs them is first used.
@@ -27,6 +29,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 __all__ = [
     "ImportValidationError",
     "IterationRecord",
+    "Job",
     "Offers",
     "Prediction",
     "PredictionError",
@@ -41,6 +44,7 @@ __all__ = [
     "__version__",
     "evaluate",
     "gpus",
+    "live_prior",
     "load_ipython_extension",
     "offers",
     "predict_time",
@@ -65,9 +69,11 @@ _LAZY = {
     "evaluate": "gpuperf_magics.model",
     "gpus": "gpuperf_magics.hardware.catalog",
     "UnknownGPUError": "gpuperf_magics.hardware.catalog",
+    "Job": "gpuperf_magics.prediction.job",
     "predict_time": "gpuperf_magics.prediction.predict",
-    "Prediction": "gpuperf_magics.prediction.predict",
-    "PredictionError": "gpuperf_magics.prediction.predict",
+    "Prediction": "gpuperf_magics.prediction.record",
+    "PredictionError": "gpuperf_magics.prediction.store_model",
+    "live_prior": "gpuperf_magics.prediction.live",
     "Offers": "gpuperf_magics.prediction.offers",
     "offers": "gpuperf_magics.prediction.offers",
     "Remaining": "gpuperf_magics.prediction.remaining",
@@ -82,9 +88,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.capture import profile_training
     from gpuperf_magics.hardware.catalog import UnknownGPUError, gpus
     from gpuperf_magics.model import TrainingTimeModel, evaluate
+    from gpuperf_magics.prediction.job import Job
+    from gpuperf_magics.prediction.live import live_prior
     from gpuperf_magics.prediction.offers import Offers, offers
-    from gpuperf_magics.prediction.predict import Prediction, PredictionError, predict_time
+    from gpuperf_magics.prediction.predict import predict_time
+    from gpuperf_magics.prediction.record import Prediction
     from gpuperf_magics.prediction.remaining import Remaining, remaining_time
+    from gpuperf_magics.prediction.store_model import PredictionError
     from gpuperf_magics.run import IterationRecord, Run
     from gpuperf_magics.skins.widgets import WhatIfPanel, what_if
     from gpuperf_magics.store import (

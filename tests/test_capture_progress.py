@@ -1,22 +1,47 @@
-"""The live line of a profiled cell: the estimate on a fake clock, one output per cell."""
+"""The live line of a profiled cell: the estimate on a fake clock, one ``tqdm`` bar per
+cell (a real tqdm, drawn into a buffer)."""
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import threading
 
 import pytest
+from tqdm import tqdm
 
 from gpuperf_magics.capture import progress
-from gpuperf_magics.capture.progress import (
-    PRIOR_ITERATIONS,
-    WARMUP_STEPS,
-    LiveLine,
-    RemainingEstimator,
-    blend,
-)
+from gpuperf_magics.capture.progress import WARMUP_STEPS, LiveLine, RemainingEstimator
+from gpuperf_magics.prediction.live import PRIOR_ITERATIONS, blend
 
 NOON = dt.datetime(2026, 12, 1, 12, 0, 0)
+
+
+class Bars:
+    """Real tqdm bars that draw into a buffer, and the texts they were given."""
+
+    def __init__(self, on_draw=None):
+        self.made, self.texts, self.buffer = [], [], io.StringIO()
+        self._on_draw = on_draw
+
+    def __call__(self, **keywords):
+        bars = self
+
+        class Bar(tqdm):
+            def set_description_str(self, desc=None, refresh=True):
+                bars.texts.append(desc)
+                if bars._on_draw is not None:
+                    bars._on_draw(desc)
+                super().set_description_str(desc, refresh)
+
+        bar = Bar(file=self.buffer, **keywords)
+        self.made.append(bar)
+        return bar
+
+
+def blending(model):
+    """A prior as the prediction layer's: the model's time, blended by the one rule."""
+    return lambda own, steady, configuration: blend(own, steady, model)[0]
 
 
 class FakeJob:
@@ -50,7 +75,8 @@ def test_warm_up_is_left_out_and_pauses_count():
 
 
 def test_the_model_leads_while_the_run_is_young():
-    est = RemainingEstimator(total=100, start=0.0, model_per_step=0.2)
+    est = RemainingEstimator(total=100, start=0.0,
+                             per_step=lambda own, n: blend(own, n, 0.2)[0])
     assert est.update(0.1, 1, NOON).per_step_s == 0.2  # warm-up: the model alone
     est.update(1.0, WARMUP_STEPS, NOON)
     young = est.update(1.0 + 0.1 * 5, WARMUP_STEPS + 5, NOON)
@@ -62,96 +88,101 @@ def test_the_model_leads_while_the_run_is_young():
 
 def test_the_line_says_steps_rate_elapsed_remaining_and_finish_time():
     job = FakeJob(total=1000)
-    shown = []
-    live = LiveLine(job.progress, shown.append, clock=job.clock, wall=job.wall)
+    bars = Bars()
+    live = LiveLine(job.progress, bar=bars, clock=job.clock, wall=job.wall)
     job.steps, job.now = WARMUP_STEPS, 2.0
     live.tick()
     job.steps, job.now = 102, 12.0  # 100 steps in 10 s: 100 ms each, 898 left
-    assert live.tick() == ("102/1,000 it · 100.0 ms/it · elapsed 12.0 s · 0:01:30 left · "
-                           "done at 12:01:41")
+    text = ("102/1,000 it · 100.0 ms/it · elapsed 12.0 s · 0:01:30 left · done at 12:01:41")
+    assert live.tick() == text
     assert live.tick() is None  # nothing changed: nothing redrawn
-    assert len(shown) == 2
+    assert len(bars.made) == 1 and bars.texts[-1] == text and len(bars.texts) == 2
+    bar = bars.made[0]
+    assert (bar.n, bar.total) == (102, 1000)
+    assert bars.buffer.getvalue().rstrip().endswith(f"| {text}")  # tqdm drew it
+    assert " 10%|" in bars.buffer.getvalue().split("\r")[-1]
 
 
 def test_no_line_until_the_job_length_is_known():
     job = FakeJob(total=None)
-    shown = []
-    live = LiveLine(job.progress, shown.append, clock=job.clock, wall=job.wall)
+    bars = Bars()
+    live = LiveLine(job.progress, bar=bars, clock=job.clock, wall=job.wall)
     job.steps = 50
-    assert live.tick() is None and shown == []
+    assert live.tick() is None and bars.made == []
     job.total = 200  # --epochs: known once the DataLoader is iterated
-    assert live.tick().startswith("50/200 it")
+    assert live.tick().startswith("50/200 it") and bars.made[0].total == 200
+    job.total, job.steps = 400, 51  # a second loader: the bar's length follows
+    live.tick()
+    assert len(bars.made) == 1 and bars.made[0].total == 400
 
 
-def test_the_thread_stops_and_draws_the_last_state():
+def test_the_thread_stops_draws_the_last_state_and_closes_the_bar():
     job = FakeJob(total=10)
-    shown = []
-    live = LiveLine(job.progress, shown.append, clock=job.clock, wall=job.wall,
+    bars = Bars()
+    live = LiveLine(job.progress, bar=bars, clock=job.clock, wall=job.wall,
                     interval=3600).start()
     job.steps, job.now = 10, 1.0
     live.stop()
-    assert shown == ["10/10 it · elapsed 1.0 s · estimating…"]
+    assert bars.texts == ["10/10 it · elapsed 1.0 s · estimating…"]
+    assert bars.made[0].disable  # closed: tqdm marks a closed bar disabled
 
 
-def test_the_line_asks_the_model_until_it_answers_then_blends_it():
+def test_the_line_asks_the_prior_with_the_loops_configuration():
     job = FakeJob(total=1000)
-    answers = [None, None, 0.2]  # the loop shows its configuration at the third update
-    asked = []
+    seen = []
 
-    def prior():
-        asked.append(1)
-        return answers[min(len(asked), len(answers)) - 1]
+    def prior(own, steady, configuration):
+        seen.append((own, steady, configuration()))
+        return blend(own, steady, 0.2)[0]
 
-    shown = []
-    live = LiveLine(job.progress, shown.append, clock=job.clock, wall=job.wall, prior=prior)
+    bars = Bars()
+    live = LiveLine(job.progress, configuration=lambda: ("lin", 8, None, 0), prior=prior,
+                    bar=bars, clock=job.clock, wall=job.wall)
     job.steps, job.now = 1, 0.5
-    assert live.tick().endswith("estimating…")  # warm-up, no model yet
+    assert "200.0 ms/it" in live.tick()  # warm-up: the prior alone
     job.steps, job.now = WARMUP_STEPS, 1.0
     live.tick()
     job.steps, job.now = WARMUP_STEPS + 5, 1.5  # 5 steps of 0.1 s
     line = live.tick()
-    assert live.model_per_step == 0.2 and len(asked) == 3
     weight = 5 / (5 + PRIOR_ITERATIONS)
     assert f"{1e3 * (weight * 0.1 + (1 - weight) * 0.2):.1f} ms/it" in line
-    job.steps, job.now = WARMUP_STEPS + 6, 1.6
-    live.tick()
-    assert len(asked) == 3  # answered once: never asked again
+    assert seen[-1] == (pytest.approx(0.1), 5, ("lin", 8, None, 0))
 
 
-def test_a_failing_prior_leaves_the_line_to_the_run():
+def test_a_failing_prior_leaves_the_line_to_the_run(caplog):
     job = FakeJob(total=100)
+    calls = []
 
-    def prior():
+    def prior(own, steady, configuration):
+        calls.append(1)
         raise RuntimeError("the store went away")
 
-    live = LiveLine(job.progress, lambda text: None, clock=job.clock, wall=job.wall,
-                    prior=prior)
+    live = LiveLine(job.progress, bar=Bars(), clock=job.clock, wall=job.wall, prior=prior)
     job.steps, job.now = WARMUP_STEPS, 1.0
     live.tick()
     job.steps, job.now = WARMUP_STEPS + 10, 2.0
-    assert "100.0 ms/it" in live.tick() and live.model_per_step is None
+    assert "100.0 ms/it" in live.tick() and calls == [1]  # dropped after its failure
+    assert "the live line's prior failed" in caplog.text  # and said so in the log
 
 
 def test_the_thread_redraws_the_line_as_the_job_moves():
     """The thread, not the test, calls tick(): each update shows new content."""
     job = FakeJob(total=10)
-    shown, drawn = [], threading.Event()
+    drawn = threading.Event()
 
     def steps():
         job.steps = min(job.steps + 1, 10)  # one step per update, a second each
         job.now += 1.0
         return job.progress()
 
-    def show(text):
-        shown.append(text)
-        if len(shown) >= 4:
-            drawn.set()
-
-    live = LiveLine(steps, show, clock=job.clock, wall=job.wall, interval=0.001).start()
+    bars = Bars(on_draw=lambda text: len(bars.texts) >= 4 and drawn.set())
+    live = LiveLine(steps, bar=bars, clock=job.clock, wall=job.wall, interval=0.001).start()
     assert drawn.wait(30), "the live line's thread never drew"
     live.stop()
+    shown = bars.texts
     assert len(set(shown)) == len(shown) >= 4  # every redraw says something new
     assert [t.split(" it")[0] for t in shown[:3]] == ["1/10", "2/10", "3/10"]
+    assert len(bars.made) == 1  # one bar, redrawn
 
 
 CELL = """
@@ -169,94 +200,73 @@ for step in range(300):
 
 
 @pytest.fixture
-def outputs(ip, monkeypatch):
-    """What the magic displays: the first output of each display id and its updates."""
-    from IPython.core import display_functions
-
+def bars(ip, monkeypatch):
+    """The bars the magic's cells draw (real tqdm bars into a buffer)."""
     from gpuperf_magics.skins import magics
 
-    seen = {"display": [], "update": []}
     updated = threading.Event()
-
-    class Handle:
-        def update(self, obj, **kwargs):
-            seen["update"].append(obj["text/plain"])
-            updated.set()
-
-    def display(obj, **kwargs):
-        if kwargs.get("display_id"):
-            seen["display"].append(obj["text/plain"])
-            return Handle()
-        return None
+    made = Bars(on_draw=lambda text: updated.set())
 
     def wait_for_the_line():
         updated.clear()
         assert updated.wait(30), "the live line was not redrawn while the loop ran"
 
-    monkeypatch.setattr(display_functions, "display", display)
-    monkeypatch.setattr("IPython.display.display", display)
+    monkeypatch.setattr(progress, "_tqdm", made)
     monkeypatch.setattr(magics, "_live_wanted", lambda shell: True)
     monkeypatch.setattr(progress, "INTERVAL_S", 0.01)
     ip.user_ns["wait_for_the_line"] = wait_for_the_line
-    yield seen
+    yield made
     ip.user_ns.pop("wait_for_the_line", None)
 
 
-def test_the_magic_shows_one_updating_output_per_cell(ip, outputs, tmp_path):
+def test_the_magic_shows_one_updating_bar_per_cell(ip, bars, tmp_path):
     store = tmp_path / "runs.sqlite"
     ip.run_cell_magic("profile_training", f"--store {store} --total-iterations 300", CELL)
-    assert len(outputs["display"]) == 1  # one output for the cell, updated in place
-    lines = outputs["display"] + outputs["update"]
+    assert len(bars.made) == 1  # one bar for the cell, redrawn in place
+    lines = bars.texts
     assert 2 <= len(lines) < 300  # redrawn while it ran, never once per iteration
     assert len(set(lines)) == len(lines)  # each redraw changed what it says
     done = [int(t.split("/")[0].replace(",", "")) for t in lines]
     assert done[0] <= 150 and done == sorted(done)
     assert lines[-1].startswith("300/300 it")
     for line in ("", " -q"):
-        outputs["display"].clear()
-        # No job length (first), or -q: no line at all.
+        bars.made.clear()
+        # No job length (first), or -q: no bar at all.
         args = f"--store {store}" + (" --total-iterations 300" + line if line else "")
         ip.run_cell_magic("profile_training", args,
                           CELL.replace("wait_for_the_line()", "pass"))
-        assert outputs["display"] == []
+        assert bars.made == []
 
 
-def test_the_line_starts_from_the_stores_model_of_the_network(ip, outputs, tmp_path,
+def test_the_line_starts_from_the_stores_model_of_the_network(ip, bars, tmp_path,
                                                               monkeypatch):
-    lines = []
+    from gpuperf_magics.capture import session as session_module
 
-    class Recording(LiveLine):
+    priors = []
+
+    class Recording(session_module.ProfileSession):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            lines.append(self)
+            priors.append(kwargs["live"])
 
-    monkeypatch.setattr(progress, "LiveLine", Recording)
+    monkeypatch.setattr("gpuperf_magics.capture.profile_training", Recording)
     store = tmp_path / "runs.sqlite"
     for _ in range(2):  # the second cell finds the first one's run in the store
         ip.run_cell_magic("profile_training",
                           f"--store {store} -n lin --total-iterations 300", CELL)
-    first, second = lines
-    assert first.model_per_step is None  # an empty store: the run alone
+    first, second = priors
+    assert first.model_per_step is None and first.reason  # an empty store: the run alone
     assert second.model_per_step is not None and second.model_per_step > 0
     # Another network, unnamed: the store's model of 'lin' is not this one's.
     ip.run_cell_magic("profile_training", f"--store {store} --total-iterations 300",
                       CELL.replace("nn.Linear(4, 2)", "nn.Linear(4, 3)"))
-    assert lines[-1].model_per_step is None
+    assert priors[-1].model_per_step is None
 
 
 def test_no_live_line_outside_a_kernel(ip):
     from gpuperf_magics.skins.magics import _live_wanted
 
-    assert not _live_wanted(ip)  # a terminal would print each update as a new line
-
-
-def test_the_live_line_and_a_stopped_run_blend_by_one_rule():
-    from gpuperf_magics.prediction import remaining
-
-    assert remaining.PRIOR_ITERATIONS == PRIOR_ITERATIONS
-    for args in [(0.1, 20, 0.3), (0.1, 0, 0.3), (None, 5, 0.3), (0.1, 5, None),
-                 (None, 0, None), (0.1, 5, float("nan"))]:
-        assert remaining.blend(*args) == blend(*args)
+    assert not _live_wanted(ip)  # a terminal IPython: the cell's own output only
 
 
 def test_the_capture_imports_no_prediction_module():
@@ -265,16 +275,10 @@ def test_the_capture_imports_no_prediction_module():
 
     import gpuperf_magics.capture as capture
 
-    prediction = {"predict", "remaining", "offers", "widgets", "magics", "cli", "demo"}
+    above = {"prediction", "skins"}
     for path in Path(capture.__file__).parent.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
                 parts = node.module.split(".")
                 assert not (parts[0] == "gpuperf_magics" and len(parts) > 1
-                            and parts[1] in prediction), (path.name, node.module)
-
-
-def test_the_old_name_of_the_prior_weight_still_imports():
-    from gpuperf_magics.capture.progress import PRIOR_STEPS
-
-    assert PRIOR_STEPS == PRIOR_ITERATIONS
+                            and parts[1] in above), (path.name, node.module)

@@ -4,12 +4,15 @@ models, real SQLite stores."""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 import torch
 from assertions import assert_no_hooks_left
 from tiny_models import mlp_one_hidden_layer as mlp
 from tiny_models import train
 from torch import nn
+from tqdm import tqdm
 
 import gpuperf_magics as gm
 from gpuperf_magics.capture.session import auto_warmup
@@ -198,3 +201,46 @@ def test_tags_with_keys_of_mixed_types_are_stored(tmp_path):
     assert run.run_id is not None
     assert gm.Store(store).get_run(run.run_id).tags == {
         "1": "one", "lr": "0.01", "2.5": "added inside the block"}
+
+
+def test_profile_training_owns_the_live_line(tmp_path, monkeypatch):
+    """A script gets the line with ``live=``: the magic only passes it on."""
+    from gpuperf_magics.capture import progress
+
+    made, texts = [], []
+
+    class Bar(tqdm):  # a real tqdm bar, drawn into memory
+        def set_description_str(self, desc=None, refresh=True):
+            texts.append(desc)
+            super().set_description_str(desc, refresh)
+
+    def bars(**keywords):
+        made.append(Bar(file=io.StringIO(), **keywords))
+        return made[-1]
+
+    monkeypatch.setattr(progress, "_tqdm", bars)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.001)
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with gm.profile_training("lin", tmp_path / "runs.sqlite", total_iterations=40,
+                             live=True):
+        for _ in range(40):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            opt.step()
+    assert len(made) == 1 and texts[-1].startswith("40/40 it")
+    # A prior from the prediction layer leads it: the store now has a model of 'lin'.
+    prior = gm.live_prior(tmp_path / "runs.sqlite", "lin")
+    with gm.profile_training("lin", tmp_path / "runs.sqlite", total_iterations=40,
+                             live=prior):
+        for _ in range(40):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).sum().backward()
+            opt.step()
+    assert prior.model_per_step is not None and prior.model_per_step > 0
+    assert len(made) == 2
+    made.clear()
+    with gm.profile_training("lin", tmp_path / "runs.sqlite", total_iterations=40):
+        model(torch.randn(8, 4)).sum().backward()
+        opt.step()
+    assert made == []  # live=False, the default: no line

@@ -51,14 +51,23 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "model": (("store", "run", "capture", "architecture", "datasets", *PREDICTION, *SKINS),
               ("torch", "psycopg", "urllib.request", "http.client", *NOTEBOOK)),
     "capture": (("store", "model", "datasets", *PREDICTION, *SKINS), ("pandas", *NOTEBOOK)),
+    # The live line draws with tqdm, imported when a line is first drawn.
     "capture.progress": (("store", "model", "datasets", *PREDICTION, *SKINS),
-                         ("pandas", *NOTEBOOK)),
+                         ("pandas", "tqdm", *NOTEBOOK)),
     # The prediction layer's own modules: what predict builds on imports neither predict nor
     # anything above it, nor pandas before a prediction is asked for.
     "prediction.store_model": (("datasets", *ANSWERS, *SKINS), ("torch", "pandas", *NOTEBOOK)),
     "prediction.display": (("datasets", *ANSWERS, *SKINS), ("torch", "pandas", *NOTEBOOK)),
     "prediction.options": (("datasets", "store", "model", *ANSWERS, *SKINS),
                            ("torch", "pandas", *NOTEBOOK)),
+    # The job, the prediction's record and the live prior: what the answers build on, light
+    # enough for a magic to parse a line (the model's coverage is read when it is needed).
+    "prediction.job": (("datasets", "store", "model", *ANSWERS, *SKINS),
+                       ("torch", "pandas", *NOTEBOOK)),
+    "prediction.record": (("datasets", "store", "model", *ANSWERS, *SKINS),
+                          ("torch", "pandas", *NOTEBOOK)),
+    "prediction.live": (("datasets", "store", "model", "capture", *ANSWERS, *SKINS),
+                        ("torch", "pandas", *NOTEBOOK)),
     "prediction.predict": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
     "prediction.offers": (("datasets", *SKINS), ("torch", *NOTEBOOK)),
     "prediction.remaining": (("datasets", *SKINS), ("torch", *NOTEBOOK)),

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from gpuperf_magics.prediction import display
-from gpuperf_magics.prediction.predict import Prediction
+from gpuperf_magics.prediction.record import Prediction
 
 
 def _prediction(**overrides) -> Prediction:

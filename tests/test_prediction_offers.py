@@ -11,7 +11,7 @@ import pytest
 import gpuperf_magics as gm
 from gpuperf_magics.hardware.prices import PriceError
 from gpuperf_magics.prediction.offers import Offers, offers
-from gpuperf_magics.prediction.predict import PredictionError
+from gpuperf_magics.prediction.store_model import PredictionError
 from gpuperf_magics.units import format_cost
 
 MINE = pd.DataFrame([
@@ -53,7 +53,7 @@ def test_rows_are_the_measured_device_then_every_priced_instance(store):
 
 
 def test_cost_is_time_times_instance_price_and_marks_follow(store):
-    frame = offers(store, iterations=10_000, batch_size=64).frame
+    frame = offers(store, iterations=10_000, batch_sizes=[64]).frame
     priced = frame.iloc[1:]
     assert priced["cost_usd"].to_numpy() == pytest.approx(
         (priced["time_s"] / 3600 * priced["usd_per_hour"]).to_numpy())
@@ -115,13 +115,28 @@ def test_tables_for_people(store):
 
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
     ({"instances": ["p9.huge"]}, PredictionError, "no price for instance 'p9.huge'"),
-    ({"deadline_s": 0}, PredictionError, "deadline must be a finite number"),
-    ({"deadline_s": math.inf}, PredictionError, "deadline must be a finite number"),
+    ({"deadline_s": 0}, PredictionError, "deadline_s must be a finite number"),
+    ({"deadline_s": math.inf}, PredictionError, "deadline_s must be a finite number"),
     ({"prices": MINE.assign(gpus=0)}, PriceError, "gpus must be a whole number"),
+    ({"batch_sizes": [32, 64]}, PredictionError, "offers answers for one batch size"),
+    ({"gpus": ["T4"]}, PredictionError, "offers take the GPUs and their count from the price"),
 ])
 def test_bad_requests_are_refused(store, kwargs, error, message):
     with pytest.raises(error, match=message):
         offers(store, **kwargs)
+
+
+def test_one_job_answers_the_prediction_and_the_offers_alike(store):
+    """The Job a prediction takes, offers take too, with the same default coverage."""
+    from gpuperf_magics import Job
+
+    job = Job(batch_sizes=[64], iterations=10_000, deadline_s=3600)
+    priced = offers(store, job, instances=["g4dn.xlarge"])
+    predicted = gm.predict_time(store, job).frame.iloc[0]
+    measured = priced.frame.iloc[0]
+    for column in ("time_s", "time_low_s", "time_high_s"):
+        assert measured[column] == pytest.approx(predicted[column])
+    assert priced.deadline_s == 3600
 
 
 # --------------------------------------------------------------------------- GPU memory
@@ -138,7 +153,7 @@ def _with_peaks(path, peaks, gpu="T4"):
 def test_offers_whose_gpu_would_not_hold_the_batch_are_marked_and_never_recommended(tmp_path):
     # 2 GiB of weights and optimizer state, 0.1 GiB per sample, measured at four batches.
     store = _with_peaks(tmp_path / "runs.sqlite", {b: 2 + 0.1 * b for b in (16, 32, 64, 128)})
-    result = offers(store, iterations=10_000, batch_size=256,
+    result = offers(store, iterations=10_000, batch_sizes=[256],
                     instances=["g4dn.xlarge", "g6e.xlarge", "g4dn.metal", "p5.48xlarge"])
     frame = result.frame.set_index("instance")
     # One GPU needs 2 + 0.1 × 256 = 27.6 GiB; eight split the batch: 2 + 0.1 × 32 = 5.2.
@@ -152,7 +167,7 @@ def test_offers_whose_gpu_would_not_hold_the_batch_are_marked_and_never_recommen
     assert frame.loc[result.fastest["instance"], "fits"] is True
     assert "27.6 of 16 GB" in result.table()["memory"].tolist()
     # The cheapest offer is the cheapest that holds the batch, not the T4 that cannot.
-    t4s = offers(store, iterations=10_000, batch_size=256,
+    t4s = offers(store, iterations=10_000, batch_sizes=[256],
                  instances=["g4dn.xlarge", "g4dn.metal", "p5.48xlarge"])
     one_t4 = t4s.frame.set_index("instance").loc["g4dn.xlarge"]
     assert t4s.cheapest["instance"] != "g4dn.xlarge"
@@ -161,20 +176,20 @@ def test_offers_whose_gpu_would_not_hold_the_batch_are_marked_and_never_recommen
     assert "fitted to the peaks at batch 16, 32, 64, 128" in note
     assert "1 offer marked 'too little memory'" in note
     # A batch the T4 holds: nothing marked.
-    small = offers(store, iterations=10_000, batch_size=64, instances=["g4dn.xlarge"]).frame
+    small = offers(store, iterations=10_000, batch_sizes=[64], instances=["g4dn.xlarge"]).frame
     assert small.iloc[1]["fits"] is True and "too little memory" not in small.iloc[1]["marks"]
 
 
 def test_with_a_peak_at_one_batch_the_need_grows_in_proportion_and_says_so(tmp_path):
     store = _with_peaks(tmp_path / "runs.sqlite", {32: 6.0})
-    result = offers(store, iterations=1000, batch_size=128, instances=["g5.xlarge"])
+    result = offers(store, iterations=1000, batch_sizes=[128], instances=["g5.xlarge"])
     assert result.frame.iloc[1]["memory_gb"] == pytest.approx(24.0)  # 6 GiB × 128 / 32
     assert result.frame.iloc[1]["fits"] is False  # 24 GiB > 90% of an A10G's 24 GB
     assert any("scaled in proportion from the peak at batch 32" in n for n in result.notes)
 
 
 def test_without_a_measured_peak_nothing_is_marked(store):
-    result = offers(store, iterations=1000, batch_size=4096)
+    result = offers(store, iterations=1000, batch_sizes=[4096])
     frame = result.frame
     assert frame["memory_gb"].isna().all() and frame["fits"].isna().all()
     assert not frame["marks"].str.contains("memory").any()
@@ -214,7 +229,7 @@ def test_peaks_measured_by_a_profiled_cell_mark_the_offers(tmp_path, monkeypatch
                 fake.peak = (1 + batch // 16) * 2**30  # 1 GiB fixed + 1 GiB per 16 samples
     runs = gm.Store(path).runs(columns=["batch_size", "peak_memory_gb"])
     assert runs["peak_memory_gb"].tolist() == pytest.approx([2.0, 5.0])
-    result = offers(path, iterations=100, batch_size=256, instances=["g4dn.xlarge"])
+    result = offers(path, iterations=100, batch_sizes=[256], instances=["g4dn.xlarge"])
     assert result.frame.iloc[1]["memory_gb"] == pytest.approx(17.0)  # 1 + 256 / 16
     assert "too little memory" in result.frame.iloc[1]["marks"]
 

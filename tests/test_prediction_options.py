@@ -40,8 +40,8 @@ def test_the_magic_and_the_command_take_the_same_options(ip):
     command = _parser()._subparsers._group_actions[0].choices["predict"]
     assert declared <= _flags(magic) and declared <= _flags(command)
     # What is not shared is each skin's own: display in the notebook, output and prices here.
-    assert _flags(magic) - declared == {"--store", "-w", "--widget", "-q", "--quiet", "-o",
-                                        "--output", "-v", "--variable"}
+    assert _flags(magic) - declared == {"--store", "-w", "--widget", "--deadline", "-q",
+                                        "--quiet", "-o", "--output", "-v", "--variable"}
     assert _flags(command) - declared == {"-h", "--help", "--store", "--prices", "--csv"}
 
 
@@ -83,6 +83,46 @@ def test_both_read_what_their_users_type_and_the_latest_partial_run(ip, store, c
     assert main(["predict", "--remaining", "--store", str(store.path), "--csv"]) == 0
     latest = ip.run_line_magic("predict_time", f"--store {store.path} --remaining -q -o")
     assert latest.run_id == 4 and capsys.readouterr().out.startswith("choice,")
+
+
+def test_the_parser_builds_one_job(ip, store):
+    """What a line says is one Job, the one the Python API takes."""
+    from gpuperf_magics import Job
+
+    args = _parser().parse_args(["predict", "cnn", "--batch-size", "16,48", "--epochs", "3",
+                                 "--samples", "1000", "--gpu", "T4", "--gpu-count", "2",
+                                 "--set", "depth=50"])
+    opts = prediction_options.read(args)
+    assert opts.job == Job(network="cnn", batch_sizes=[16, 48], epochs=3, samples=1000,
+                           gpus=["T4"], gpu_count=2, settings={"depth": 50})
+    assert not opts.remaining
+    remaining = prediction_options.read(_parser().parse_args(
+        ["predict", "--remaining", "4", "--gpu", "A100 80GB"]))
+    assert remaining.remaining and remaining.run_id == 4
+    assert remaining.job == Job(gpus=["A100 80GB"])
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("2.5", 9000.0), ("2:30", 9000.0), (" 0:05 ", 300.0), ("10", 36000.0), (None, None),
+])
+def test_a_deadline_reads_as_hours_or_h_mm(text, seconds):
+    assert prediction_options.parse_deadline(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "2:75", "2:5", "two", "nan", "1:30:00"])
+def test_a_deadline_that_is_none_says_how_to_write_one(text):
+    with pytest.raises(gm.PredictionError, match=r"--deadline takes hours \(2.5\) or H:MM"):
+        prediction_options.parse_deadline(text)
+
+
+def test_flag_mistakes_name_the_flags_in_both(ip, store, capsys):
+    """A job mistake found past the parser (a GPU count on the CPU would be one, a job
+    length given twice here) reads in the flags the user typed."""
+    options = ["--iterations", "10", "--epochs", "2"]
+    with pytest.raises(UsageError, match="either --iterations N or --epochs E"):
+        ip.run_line_magic("predict_time", f"--store {store.path} {' '.join(options)}")
+    assert main(["predict", *options, "--store", str(store.path)]) == 2
+    assert "either --iterations N or --epochs E" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ import pytest
 
 import gpuperf_magics as gm
 from gpuperf_magics.prediction import predict
+from gpuperf_magics.prediction.job import Job, flag_spelling
+from gpuperf_magics.prediction.store_model import PredictionError
 
 
 def test_default_table_covers_measured_and_neighbouring_batch_sizes(filled):
@@ -79,7 +81,7 @@ def test_set_feature_from_imported_measurements(tmp_path):
     frame = predict.predict_time(path, "resnet", batch_sizes=[32], settings={"depth": 6}).frame
     assert frame["depth"].iloc[0] == 6
     assert frame["kind"].iloc[0] == "extrapolation" and "depth" in frame["detail"].iloc[0]
-    with pytest.raises(predict.PredictionError, match=r"no feature 'width'.*depth"):
+    with pytest.raises(PredictionError, match=r"no feature 'width'.*depth"):
         predict.predict_time(path, "resnet", settings={"width": 2})
 
 
@@ -88,22 +90,50 @@ def test_set_feature_from_imported_measurements(tmp_path):
     [
         ({"network": "resnet"}, "known networks: 'mlp'"),
         ({"gpus": ["Voodoo 5"]}, "Voodoo 5"),
-        ({"iterations": 10, "epochs": 2}, "either --iterations or --epochs"),
+        ({"iterations": 10, "epochs": 2}, r"either iterations=N or epochs=E \(with samples"),
         ({"iterations": 0}, "iterations must be a finite number > 0"),
-        ({"gpu_count": 2}, "--gpu-count needs a GPU"),
-        ({"batch_sizes": [0, 8]}, "positive"),
+        ({"gpu_count": 2}, r"gpu_count needs a GPU: .* add gpus=\[NAME\]"),
+        ({"batch_sizes": [0, 8]}, "batch_sizes must be a finite number > 0"),
+        ({"settings": {"width": "wide"}}, "settings takes feature names and finite numbers"),
     ],
 )
-def test_prediction_errors_say_what_to_do(filled, kwargs, message):
-    with pytest.raises(predict.PredictionError, match=message):
+def test_prediction_errors_say_what_to_do_in_python_words(filled, kwargs, message):
+    """A Python caller reads its parameters' names, never a flag of the magic or the CLI."""
+    with pytest.raises(PredictionError, match=message) as caught:
         predict.predict_time(filled, **kwargs)
+    assert "--" not in str(caught.value)
 
 
-def test_format_duration():
-    assert predict.format_duration(0.25) == "250 ms"
-    assert predict.format_duration(12.34) == "12.3 s"
-    assert predict.format_duration(3725) == "1:02:05"
-    assert predict.format_duration(2 * 86400 + 61) == "2d 0:01:01"
+def test_the_magic_reads_the_same_mistakes_in_flags(filled):
+    with flag_spelling(), pytest.raises(PredictionError, match=r"--gpu-count needs a GPU: .* "
+                                        r"add --gpu NAME"):
+        predict.predict_time(filled, gpu_count=2)
+
+
+def test_a_job_and_keywords_are_one_question(filled):
+    job = Job(batch_sizes=[16, 32], iterations=100, gpus=["T4"])
+    by_job = predict.predict_time(filled, job).frame
+    by_keywords = predict.predict_time(filled, batch_sizes=[16, 32], iterations=100,
+                                       gpus=["T4"]).frame
+    pd.testing.assert_frame_equal(by_job, by_keywords)
+    # Keywords change a job's fields; a field a job does not have is a TypeError.
+    moved = predict.predict_time(filled, job, gpus=["A100 80GB"]).frame
+    assert "NVIDIA A100-SXM4-80GB" in set(moved["gpu"])
+    with pytest.raises(TypeError, match="'batch_size' is not a field of a Job"):
+        predict.predict_time(filled, batch_size=16)
+
+
+def test_intervals_take_the_models_coverage_by_default(filled):
+    from gpuperf_magics.model import DEFAULT_COVERAGE
+
+    default = predict.predict_time(filled, batch_sizes=[32], iterations=100).frame
+    same = predict.predict_time(filled, batch_sizes=[32], iterations=100,
+                                coverage=DEFAULT_COVERAGE).frame
+    wider = predict.predict_time(filled, batch_sizes=[32], iterations=100,
+                                 coverage=0.95).frame
+    pd.testing.assert_frame_equal(default, same)
+    assert (wider["time_high_s"] - wider["time_low_s"]
+            > default["time_high_s"] - default["time_low_s"]).all()
 
 
 def test_three_batch_sizes_keep_a_per_iteration_floor(tmp_path):
@@ -135,6 +165,6 @@ def test_time_per_iteration_never_falls_as_the_batch_grows(filled):
     ({"gpu_count": -1}, "gpu_count must be a finite number > 0"),
 ])
 def test_job_sizes_are_checked_before_the_store_is_read(tmp_path, keywords, message):
-    with pytest.raises(predict.PredictionError, match=message):
+    with pytest.raises(PredictionError, match=message):
         predict.predict_time(tmp_path / "absent.sqlite", **keywords)
     assert not (tmp_path / "absent.sqlite").exists()

@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 
 import gpuperf_magics as gm
-from gpuperf_magics.prediction.predict import PredictionError
-from gpuperf_magics.prediction.remaining import PRIOR_ITERATIONS, LivePrior, blend, remaining_time
+from gpuperf_magics.prediction.job import Job, flag_spelling
+from gpuperf_magics.prediction.live import PRIOR_ITERATIONS
+from gpuperf_magics.prediction.remaining import remaining_time
+from gpuperf_magics.prediction.store_model import PredictionError
 from gpuperf_magics.run import IterationRecord, Run
 
 
@@ -69,7 +71,7 @@ def test_moving_the_rest_to_another_gpu_with_the_cost_of_both(store):
          "gpus": 1, "pricing": "on-demand", "usd_per_hour": 3.0, "date": "2026-11-01",
          "source": "q"},
     ])
-    result = remaining_time(store, rid, gpu="a100 80gb", prices=prices)
+    result = remaining_time(store, rid, gpus=["a100 80gb"], prices=prices)
     here, moved = result.frame.iloc[0], result.frame.iloc[1]
     assert moved["choice"] == "moved to 1× NVIDIA A100-SXM4-80GB"
     assert "transfer" in moved["basis"]
@@ -85,7 +87,7 @@ def test_moving_the_rest_to_another_gpu_with_the_cost_of_both(store):
     assert "acme t4 (on-demand)" in str(result)
     # Without a price for the GPU, the cost is unknown and a note says how to add one.
     # (The built-in table prices one T4, AWS's g4dn.xlarge, but no 2× A100 SXM4 80GB.)
-    bare = remaining_time(store, rid, gpu="a100 80gb", gpu_count=2)
+    bare = remaining_time(store, rid, gpus=["a100 80gb"], gpu_count=2)
     assert bare.frame.iloc[1]["gpus"] == 2
     assert "aws g4dn.xlarge (on-demand)" in bare.frame.iloc[0]["instance"]
     assert any(n.startswith("no price for 2× NVIDIA A100-SXM4-80GB:") for n in bare.notes)
@@ -99,7 +101,7 @@ def test_the_move_compares_the_target_count_with_the_runs_own_count(tmp_path):
         st.save_run(_run(batch, [0.01 + 0.001 * batch] * 30))
         st.save_run(_run(batch, [0.01 + 0.0005 * batch] * 30, gpus=2))
     rid = st.save_run(_run(32, [0.05] * 100, status="interrupted", total=1000))
-    result = remaining_time(st, rid, gpu="a100 80gb", gpu_count=2)
+    result = remaining_time(st, rid, gpus=["a100 80gb"], gpu_count=2)
     here, moved = result.frame.iloc[0], result.frame.iloc[1]
     assert here["gpus"] == 1 and moved["gpus"] == 2
 
@@ -118,8 +120,11 @@ def test_the_move_compares_the_target_count_with_the_runs_own_count(tmp_path):
     (None, {"run_id": 99}, "no run 99"),
     (None, {"run_id": 1}, "run 1 completed: nothing remains"),
     ("no-length", {}, "no interrupted or failed run with a known job length"),
-    ("partial", {"gpu": "Voodoo 5"}, "unknown GPU"),
+    ("partial", {"gpus": ["Voodoo 5"]}, "unknown GPU"),
     ("partial", {"gpu_count": 0}, "gpu_count must be a finite number > 0"),
+    ("partial", {"gpus": ["T4", "A100"]}, r"moves the job to one GPU: give one in gpus"),
+    ("partial", {"epochs": 3}, r"remaining_time\(\) does not take epochs: the run says"),
+    ("partial", {"job": Job(batch_sizes=[64])}, "does not take batch_sizes"),
 ])
 def test_what_cannot_be_answered_says_why(store, setup, kwargs, message):
     if setup == "no-length":
@@ -132,7 +137,10 @@ def test_what_cannot_be_answered_says_why(store, setup, kwargs, message):
 
 def test_a_run_id_without_job_length_says_how_to_record_it(store):
     rid = store.save_run(_run(32, [0.05] * 10, status="interrupted"))
-    with pytest.raises(PredictionError, match="--total-iterations"):
+    with pytest.raises(PredictionError, match="total_iterations=N") as caught:
+        remaining_time(store, rid)
+    assert "--" not in str(caught.value)  # a Python caller: Python words
+    with flag_spelling(), pytest.raises(PredictionError, match="--total-iterations N"):
         remaining_time(store, rid)
 
 
@@ -201,53 +209,6 @@ def test_a_run_on_another_gpu_than_the_latest_is_still_placed(store):
     # The store's latest completed run is on a T4; the interrupted one ran on an A10G.
     rid = store.save_run(_run(32, [0.03] * 50, status="interrupted", total=500,
                               gpu="NVIDIA A10G"))
-    result = remaining_time(store, rid, gpu="a100 80gb")
+    result = remaining_time(store, rid, gpus=["a100 80gb"])
     assert list(result.frame["gpu"]) == ["NVIDIA A10G", "NVIDIA A100-SXM4-80GB"]
     assert "store's model" in result.frame.iloc[0]["basis"]
-
-
-# --------------------------------------------------------------------------- the one rule
-def test_blend_is_the_one_rule_of_the_run_and_the_model():
-    assert blend(0.1, 20, 0.3) == (pytest.approx(0.5 * 0.1 + 0.5 * 0.3), 0.5)
-    assert blend(0.1, 0, 0.3) == (0.3, 0.0)  # no steady iteration yet: the model
-    assert blend(None, 5, 0.3) == (0.3, 0.0)
-    assert blend(0.1, 5, None) == (0.1, 1.0)  # no model: the run
-    assert blend(None, 0, None) == (None, 0.0)
-    weights = [blend(0.1, n, 0.3)[1] for n in (1, 10, 100, 1000)]
-    assert weights == sorted(weights) and weights[-1] > 0.98  # the run takes over
-
-
-# --------------------------------------------------------------------------- live prior
-def test_the_live_prior_answers_the_running_configuration_once(store):
-    shown = [None, ("cnn", 32, "Tesla T4", 1)]  # unknown at first, then the loop shows it
-    asked = []
-
-    def configuration():
-        asked.append(1)
-        return shown[min(len(asked), 2) - 1]
-
-    prior = LivePrior.fit(store, "cnn", configuration)
-    assert prior.network == "cnn"
-    assert prior() is None  # the loop has not shown its batch yet
-    value = prior()
-    model = gm.predict_time(store, "cnn", batch_sizes=[32], iterations=1).frame["time_s"]
-    assert value == pytest.approx(model.iloc[0]) and 0.03 < value < 0.06
-    assert prior() == value and len(asked) == 2  # kept: the model is asked once
-    # Another GPU of the same network: the model's move, not the measured device.
-    moved = LivePrior.fit(store, None, lambda: ("cnn", 32, "NVIDIA A100-SXM4-80GB", 1))()
-    assert moved is not None and moved != value
-
-
-def test_the_live_prior_never_fails_the_cell(store, tmp_path):
-    assert LivePrior.fit(tmp_path / "empty.sqlite", None, lambda: None) is None
-    assert LivePrior.fit(store, "no-such-network", lambda: None) is None
-    assert LivePrior.fit(tmp_path, None, lambda: None) is None  # a folder, not a store
-    other = LivePrior.fit(store, None, lambda: ("mlp-12K", 32, None, 0))
-    assert other is not None and other() is None  # the model of cnn is not mlp's
-    on_cpu = LivePrior.fit(store, None, lambda: ("cnn", 32, None, 0))
-    assert on_cpu() is None  # the runs are T4 runs: no CPU time to give
-
-    def broken():
-        raise RuntimeError("recorder gone")
-
-    assert LivePrior.fit(store, None, broken)() is None

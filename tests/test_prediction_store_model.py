@@ -40,12 +40,6 @@ def test_steady_state_is_profiled_or_per_step_runs_only() -> None:
     assert not store_model.steady_state(_runs(source=["import"] * 3))
 
 
-def test_old_import_paths_are_the_moved_objects() -> None:
-    for name in ("StoreModel", "fit_store", "robust_times", "steady_state",
-                 "per_iteration_table", "resolve_network", "PredictionError", "BASE_FEATURES"):
-        assert getattr(predict, name) is getattr(store_model, name), name
-
-
 @pytest.fixture
 def store(filled, tmp_path):
     """A private copy of the filled store (tests may write to it)."""

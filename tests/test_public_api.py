@@ -1,108 +1,47 @@
-"""Import paths users, notebooks, benchmarks and the issues rely on keep resolving, wherever
-the code behind them moves (a moved name is re-exported from its old home)."""
+"""The public API: the package root's ``__all__`` and the names each documented subpackage's
+``__init__`` declares. Internal paths are free to move; these are what users import."""
 
 from __future__ import annotations
 
 import importlib
+import re
+from pathlib import Path
 
 import pytest
 
-# The issue's list, the README and notebooks, the entry points, and what benchmarks/ imports.
-PATHS = (
-    "gpuperf_magics.capture.unsaved_runs",
-    "gpuperf_magics.architecture.describe",
-    "gpuperf_magics.datasets.fetch_lattuada2022",
-    "gpuperf_magics.datasets.fetch_sia2023",
-    "gpuperf_magics.store.StoreError",
-    "gpuperf_magics.hardware.catalog.add_gpus",
-    "gpuperf_magics.profile_training",
-    "gpuperf_magics.Store",
-    "gpuperf_magics.TrainingTimeModel",
-    "gpuperf_magics.evaluate",
-    "gpuperf_magics.gpus",
-    "gpuperf_magics.what_if",
-    "gpuperf_magics.WhatIfPanel",
-    "gpuperf_magics.predict_time",
-    "gpuperf_magics.Run",
-    "gpuperf_magics.load_ipython_extension",
-    "gpuperf_magics.__version__",
-    "gpuperf_magics.prediction.offers.offers",
-    "gpuperf_magics.prediction.remaining.remaining_time",
-    "gpuperf_magics.prediction.predict.predict_time",
-    "gpuperf_magics.model.mape",
-    "gpuperf_magics.model.TrainingTimeModel",
-    "gpuperf_magics.model.evaluate",
-    "gpuperf_magics.hardware.prices.prices",
-    "gpuperf_magics.hardware.catalog.lookup",
-    "gpuperf_magics.hardware.catalog.match",
-    "gpuperf_magics.hardware.catalog.gpus",
-    "gpuperf_magics.hardware.catalog.UnknownGPUError",
-    "gpuperf_magics.hardware.detect",
-    "gpuperf_magics.capture.progress.RemainingEstimator",
-    "gpuperf_magics.capture.progress.LiveLine",
-    "gpuperf_magics.capture.profile_training",
-    "gpuperf_magics.run.Run",
-    "gpuperf_magics.run.IterationRecord",
-    "gpuperf_magics.store.Store",
-    "gpuperf_magics.store.ImportValidationError",
-    "gpuperf_magics.store.RunNotFoundError",
-    "gpuperf_magics.store.StoreVersionError",
-    "gpuperf_magics.store.latest_version",
-    "gpuperf_magics.model.naive.NaiveModel",
-    "gpuperf_magics.model.features.augment",
-    "gpuperf_magics.model.paper.random_folds",
-    "gpuperf_magics.model.selection.forward_select",
-    "gpuperf_magics.model.gpu_move",
-    "gpuperf_magics.model.inputs.prepare",
-    "gpuperf_magics.prediction.predict.robust_times",
-    "gpuperf_magics.skins.cli.main",
-    "gpuperf_magics.skins.demo.main",
-    "gpuperf_magics.skins.magics.load",
-)
+import gpuperf_magics as gm
 
-# Names whose home moved, reachable from the old one (the moves of issue 11).
-MOVED = {
-    "gpuperf_magics.run.format_seconds": "gpuperf_magics.units.format_seconds",
-    "gpuperf_magics.prediction.predict.format_duration": "gpuperf_magics.units.format_duration",
-    "gpuperf_magics.prediction.offers.format_cost": "gpuperf_magics.units.format_cost",
-    "gpuperf_magics.store.columns.KINDS": "gpuperf_magics.columns.KINDS",
-    "gpuperf_magics.store.columns.group_of": "gpuperf_magics.columns.group_of",
-    "gpuperf_magics.store.CANONICAL_COLUMNS": "gpuperf_magics.columns.CANONICAL_COLUMNS",
-    "gpuperf_magics.store.FIRST_COLUMNS": "gpuperf_magics.columns.FIRST_COLUMNS",
-}
+#: The subpackages the README and the docs present, each documented by its ``__init__``.
+SUBPACKAGES = ("architecture", "capture", "datasets", "hardware", "model", "prediction",
+               "skins", "store")
 
 
-def _resolve(path: str) -> object:
-    """The object a dotted path names: a module, or an attribute of the longest module."""
-    try:
-        return importlib.import_module(path)
-    except ModuleNotFoundError:
-        module, _, name = path.rpartition(".")
-        return getattr(importlib.import_module(module), name)
+@pytest.mark.parametrize("name", gm.__all__)
+def test_every_root_name_resolves_to_where_it_is_defined(name: str) -> None:
+    value = getattr(gm, name)
+    assert value is not None
+    module = gm._LAZY.get(name)
+    if module is not None:  # a lazy name is the defining module's own object
+        assert getattr(importlib.import_module(module), name) is value
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_import_path_resolves(path: str) -> None:
-    assert _resolve(path) is not None
-
-
-@pytest.mark.parametrize(("old", "new"), list(MOVED.items()))
-def test_moved_name_is_the_same_object_at_its_old_home(old: str, new: str) -> None:
-    assert _resolve(old) is _resolve(new)
+def test_the_root_lists_no_name_it_cannot_give_and_gives_every_lazy_name() -> None:
+    assert set(gm._LAZY) <= set(gm.__all__)
+    assert sorted(gm.__all__) == gm.__all__  # one place to look a name up
+    with pytest.raises(AttributeError, match="no attribute 'predict'"):
+        gm.predict  # noqa: B018 - a module, not a public name: not at the root
 
 
 def test_version_is_one_value() -> None:
-    import gpuperf_magics
     from gpuperf_magics._version import __version__
 
-    assert gpuperf_magics.__version__ == __version__
-    assert "__version__" in gpuperf_magics.__all__
+    assert gm.__version__ == __version__
 
 
 def test_types_users_get_back_or_catch_import_from_the_root() -> None:
-    from gpuperf_magics import (  # noqa: F401
+    from gpuperf_magics import (
         ImportValidationError,
-        IterationRecord,
+        Job,
         Offers,
         Prediction,
         PredictionError,
@@ -111,16 +50,33 @@ def test_types_users_get_back_or_catch_import_from_the_root() -> None:
         StoreError,
         UnknownGPUError,
         WhatIfPanel,
-        remaining_time,
     )
-    from gpuperf_magics.prediction.predict import PredictionError as defined
 
-    assert PredictionError is defined
-    assert issubclass(UnknownGPUError, ValueError)
+    assert issubclass(PredictionError, ValueError) and issubclass(UnknownGPUError, ValueError)
+    for cls in (ImportValidationError, Job, Offers, Prediction, Remaining, RunNotFoundError,
+                StoreError, WhatIfPanel):
+        assert cls.__doc__, cls
 
 
-def test_every_root_name_resolves() -> None:
-    import gpuperf_magics
+@pytest.mark.parametrize("package", SUBPACKAGES)
+def test_each_subpackage_declares_what_it_offers(package: str) -> None:
+    """A subpackage's ``__all__`` resolves; one without (the prediction layer and the skins,
+    whose public names are the root's) names in its docstring only modules that exist."""
+    module = importlib.import_module(f"gpuperf_magics.{package}")
+    assert module.__doc__, package
+    for name in getattr(module, "__all__", []):
+        assert getattr(module, name) is not None, f"{package}.{name}"
+    folder = Path(module.__file__).parent
+    for sub in re.findall(r":mod:`\.(\w+)`", module.__doc__):
+        assert (folder / f"{sub}.py").is_file(), f"{package}'s docstring names .{sub}"
 
-    for name in gpuperf_magics.__all__:
-        assert getattr(gpuperf_magics, name) is not None, name
+
+def test_the_magics_and_the_command_are_where_the_entry_points_say() -> None:
+    import tomllib
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    scripts = tomllib.loads(pyproject.read_text())["project"]["scripts"]
+    for target in scripts.values():
+        module, _, function = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function)), target
+    assert callable(gm.load_ipython_extension) and callable(gm.unload_ipython_extension)

@@ -11,7 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 
 import gpuperf_magics as gm
-from gpuperf_magics.prediction import predict
+from gpuperf_magics.prediction.record import Prediction
 
 SETUP = textwrap.dedent(
     """
@@ -344,7 +344,7 @@ def test_magic_displays_table_and_flags(ip, filled, capsys):
         f'--gpu "T4,A100 80GB" --gpu-count 1 -q -o -v pred',
     )
     assert capsys.readouterr().out == ""
-    assert isinstance(result, predict.Prediction) and ip.user_ns["pred"] is result
+    assert isinstance(result, Prediction) and ip.user_ns["pred"] is result
     assert list(result.frame["batch_size"]) == [16, 48] * 3
     assert list(result.frame["iterations"])[:2] == [2 * 60, 2 * 20]
     assert set(result.frame["kind"][2:]) == {"transfer"}
@@ -362,6 +362,10 @@ def test_magic_displays_table_and_flags(ip, filled, capsys):
         ("--epochs inf", "--epochs must be a finite number > 0"),
         ("--iterations -5", "--iterations must be a finite number > 0"),
         ("--set depth=nan", "finite number"),
+        ("--gpu-count 2", r"--gpu-count needs a GPU: .* add --gpu NAME"),
+        ("--deadline 2:30", "--deadline goes with -w"),
+        ("-w --deadline soon", r"--deadline takes hours \(2.5\) or H:MM"),
+        ("-w --batch-size 16,32", "the panel answers for one batch size"),
     ],
 )
 def test_magic_usage_errors(ip, filled, line, message):

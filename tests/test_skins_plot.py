@@ -113,7 +113,7 @@ def test_measured_points_are_the_robust_times_the_model_learns(tmp_path):
     # The trimmed steady mean (0.01 and 0.02 s), not the raw mean with the stall (~0.03, 0.06).
     assert list(points.get_ydata()) == pytest.approx([10.0, 20.0])
     runs = gm.Store(path).runs()
-    robust = gm.prediction.predict.robust_times(gm.Store(path), runs) / runs["iterations"]
+    robust = gm.prediction.store_model.robust_times(gm.Store(path), runs) / runs["iterations"]
     assert list(robust) == pytest.approx([0.01, 0.02])
 
 

@@ -8,10 +8,16 @@ from made_runs import per_step_times
 
 import gpuperf_magics as gm
 from gpuperf_magics.hardware.catalog import UnknownGPUError
-from gpuperf_magics.prediction.predict import PredictionError
+from gpuperf_magics.prediction.store_model import PredictionError
 from gpuperf_magics.skins.widgets import WhatIfPanel, what_if
 
 ASSUMED = "no dataset size recorded for 'resnet': assuming 50,000 samples per epoch"
+
+
+def iterations(panel) -> int:
+    """The job's iterations in the panel's answer (one row: the chosen configuration)."""
+    assert len(panel.answer.frame) == 1
+    return int(panel.answer.frame["iterations"].iloc[0])
 
 
 # The what-if panel's two stores (conftest): real profiled CPU runs, imported T4 rows.
@@ -38,12 +44,12 @@ def test_panel_answers_and_follows_the_controls(store):
     first = panel.text
     assert "expected error" in first
     # 10 epochs of the profiled loader's 256 samples at the latest batch size (32).
-    assert panel.batch_size.value == 32 and "for 80 iterations" in first
+    assert panel.batch_size.value == 32 and iterations(panel) == 80 and " 80 " in first
     assert panel.samples.value == 256 and "note:" not in first
     assert panel.iterations.value == 80 and panel.iterations.disabled
     panel.epochs.value = 100
     assert panel.text != first
-    assert f"{100 * 256 // panel.batch_size.value:,} iterations" in panel.text
+    assert iterations(panel) == 100 * 256 // panel.batch_size.value
     panel.batch_size.value = 16
     assert "interpolation" in panel.text
     panel.batch_size.value = 1024
@@ -59,20 +65,20 @@ def test_assumed_dataset_size_is_shown_until_samples_is_set(imported):
     panel = what_if(imported)
     assert panel.samples.value == 50_000 and panel.epochs.value == 10
     # ceil(50,000 / 128) = 391 iterations per epoch at the latest batch size.
-    assert "for 3,910 iterations" in panel.text
+    assert iterations(panel) == 3910
     assert ASSUMED in panel.text and "set samples / epoch to your dataset" in panel.text
     panel.epochs.value = 2
     panel.batch_size.value = 64
-    assert "for 1,564 iterations" in panel.text and ASSUMED in panel.text
+    assert iterations(panel) == 1564 and ASSUMED in panel.text
     panel.samples.value = 6_400
-    assert "for 200 iterations" in panel.text and "note:" not in panel.text
+    assert iterations(panel) == 200 and "note:" not in panel.text
     panel.samples.value = 50_000  # the user's own figure now, even if it is the default
     assert "note:" not in panel.text
 
 
 def test_assumed_dataset_size_is_not_noted_when_the_answer_does_not_use_it(imported):
     panel = what_if(imported, iterations=100)
-    assert "for 100 iterations" in panel.text and "note:" not in panel.text
+    assert iterations(panel) == 100 and "note:" not in panel.text
     panel.length.value = "epochs"
     assert ASSUMED in panel.text
 
@@ -109,7 +115,7 @@ def test_gpu_count_on_a_cpu_answer_says_it_is_unused(store):
 def test_the_measured_gpu_asked_for_by_another_name_is_the_measured_device(imported):
     panel = what_if(imported, gpus=["tesla t4"])
     assert panel.gpu.value == "T4" and "Tesla T4" not in panel.gpu.options
-    assert "transfer" not in panel.text
+    assert panel.answer.frame["kind"].iloc[0] != "transfer"
 
 
 def test_unknown_gpu_is_refused_with_close_matches(store):
@@ -137,7 +143,7 @@ def test_unfittable_latest_network_opens_with_the_error_and_others_to_pick(impor
     assert "Choose another network above." in text and "Traceback" not in text
     assert "expected error" not in text
     panel.network.value = "resnet"
-    assert "for 3,910 iterations" in panel.text and "expected error" in panel.text
+    assert iterations(panel) == 3910 and "expected error" in panel.text
     assert panel.gpu.value == "T4"
     panel.network.value = "bad"
     assert "cannot fit a model for 'bad'" in panel.text
@@ -148,7 +154,7 @@ def test_unfittable_latest_network_opens_with_the_error_and_others_to_pick(impor
 def test_unfittable_only_network_opens_with_the_error(tmp_path):
     path = tmp_path / "bad.sqlite"
     _import_unfittable(path)
-    panel = what_if(path, batch_size=32)
+    panel = what_if(path, batch_sizes=[32])
     assert "unknown GPU 'Foo GPU 9000'" in panel.text
     assert "Choose another network" not in panel.text
     assert panel.batch_size.value == 32 and panel.gpu.value == "Foo GPU 9000"
@@ -272,6 +278,47 @@ def test_changes_do_not_refit_the_model(imported, monkeypatch):
     assert fits == [] and "expected error" in panel.text
 
 
+def test_one_change_predicts_once(imported, monkeypatch):
+    """The answer and the plot come from one prediction; the offers table asks its own, one
+    per GPU count of the offers chosen."""
+    from gpuperf_magics.prediction import predict
+
+    asked = []
+    real = predict.predict_time
+
+    def spy(store, job=None, **fields):
+        asked.append(job)
+        return real(store, job, **fields)
+
+    monkeypatch.setattr(predict, "predict_time", spy)
+    panel = what_if(imported, iterations=1000)
+    panel.instances.value = ()  # no offers: the panel's own predictions only
+    for change in (lambda: setattr(panel.batch_size, "value", 64),
+                   lambda: setattr(panel.gpu, "value", "NVIDIA A10G"),
+                   lambda: setattr(panel.gpu_count, "value", 2),
+                   lambda: setattr(panel.iterations, "value", 2000)):
+        asked.clear()
+        change()
+        assert len(asked) == 1, asked
+    job = asked[0]
+    assert job.iterations == 2000 and job.gpu_count == 2 and len(job.batch_sizes) > 1
+    assert iterations(panel) == 2000 and panel.figure is not None
+    # One offer of one GPU: the panel's prediction and one for that offer's GPU count.
+    asked.clear()
+    panel.instances.value = ["g4dn.xlarge"]
+    assert len(asked) == 2 and panel.offers is not None
+
+
+def test_the_answer_is_shown_as_predict_time_shows_a_prediction(imported):
+    from gpuperf_magics.prediction import display
+
+    panel = what_if(imported, iterations=1000)
+    assert panel.answer.header() in panel.text
+    assert panel.text.startswith(display.as_text(panel.answer).split("\n")[0])
+    assert "gpuperf-prediction" in panel.result.value
+    assert panel.answer.table().iloc[0]["iterations"] == "1,000"
+
+
 def test_errors_inside_callbacks_are_shown_in_the_panel(imported):
     panel = what_if(imported, iterations=1000)
 
@@ -281,6 +328,14 @@ def test_errors_inside_callbacks_are_shown_in_the_panel(imported):
     panel._predict_time = broken
     panel.batch_size.value = 32  # the observer must not raise
     assert "the panel failed: RuntimeError: disk on fire" in panel.text
+
+
+def test_magic_widget_opens_at_the_lines_job_and_deadline(ip, imported):
+    panel = ip.run_line_magic("predict_time", f"--store {imported} -w --batch-size 64 "
+                              "--iterations 500 --deadline 1:30 -q -o")
+    assert panel.batch_size.value == 64 and panel.deadline.value == 1.5
+    assert panel.job().deadline_s == 5400 and iterations(panel) == 500
+    assert panel.offers.deadline_s == 5400
 
 
 def test_magic_widget_takes_the_configured_prices(ip, imported, tmp_path):
@@ -318,14 +373,14 @@ def test_a_saved_answer_sits_next_to_the_widgets_and_follows_them(imported, monk
     saved, options = shown[1]
     assert options["display_id"] and options["raw"]
     page = saved["text/html"]
-    assert "gpuperf-whatif-saved" in page and "for 1,000 iterations" in page
+    assert "gpuperf-whatif-saved" in page and "<td>1,000</td>" in page
     assert "data:image/png;base64," in page and "job cost" in page
     assert saved["text/plain"] == panel.text
     # The widgets carry the style that hides the saved copy while they render.
     assert any("gpuperf-whatif-saved {display: none}" in getattr(c, "value", "")
                for c in panel.widget.children)
     panel.iterations.value = 2000
-    assert updates and "for 2,000 iterations" in updates[-1]["text/html"]
+    assert updates and "<td>2,000</td>" in updates[-1]["text/html"]
 
 
 def test_a_failing_offers_table_leaves_the_answer_and_the_plot_standing(imported, monkeypatch):

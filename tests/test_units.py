@@ -32,12 +32,3 @@ def test_format_duration(seconds: float, text: str) -> None:
 ])
 def test_format_cost(usd: float, text: str) -> None:
     assert format_cost(usd) == text
-
-
-def test_the_old_homes_re_export_the_same_functions() -> None:
-    from gpuperf_magics import run
-    from gpuperf_magics.prediction import offers, predict
-    assert run.format_seconds is predict.format_seconds is format_seconds
-    assert predict.format_duration is offers.format_duration is format_duration
-    assert offers.format_cost is format_cost
-

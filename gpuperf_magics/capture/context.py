@@ -6,10 +6,13 @@ run, never an error (the timings matter more).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from gpuperf_magics.columns import names
 from gpuperf_magics.run import Run
+
+_log = logging.getLogger(__name__)
 
 
 def fill_model(run: Run, rec: Any) -> None:
@@ -33,6 +36,7 @@ def fill_model(run: Run, rec: Any) -> None:
         arch = describe(model, args, kwargs, batch_size=None, amp=rec.autocast)
         run.architecture = arch.as_features()
     except Exception as exc:  # never lose the timings over a model we cannot describe
+        _log.warning("architecture not described", exc_info=True)
         run.notes.append(f"architecture not described: {type(exc).__name__}: {exc}")
     rec.example = None  # release the user's tensors
     run.architecture.update(_tf32_flags())
@@ -49,7 +53,8 @@ def fill_hardware(run: Run, rec: Any, job_gpus: int | None) -> None:
 
         hw = detect(device)
         run.hardware = _with_catalog_specs(hw.as_features())
-    except Exception as exc:
+    except Exception as exc:  # the timings stand without the hardware's figures
+        _log.warning("hardware not detected", exc_info=True)
         run.notes.append(f"hardware not detected: {type(exc).__name__}: {exc}")
     if device is not None and device.type == "cuda":
         run.device = str(device)
@@ -112,7 +117,7 @@ def _tf32_allowed(legacy: Any, scopes: list[Any]) -> bool | None:
     try:
         return bool(legacy())
     except Exception:  # a RuntimeError when the new API was used
-        pass
+        _log.debug("legacy allow_tf32 unreadable; reading fp32_precision", exc_info=True)
     for scope in scopes:
         value = getattr(scope, "fp32_precision", None)
         if isinstance(value, str) and value != "none":

@@ -23,10 +23,13 @@ once one rank fails).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 from dataclasses import dataclass
 from typing import Any
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ def _device_key(device: Any) -> str | None:
     try:
         uuid = str(torch.cuda.get_device_properties(device).uuid)
     except Exception:  # an older torch without uuid: the index is unique on one machine
+        _log.debug("no device uuid; naming the device by its index", exc_info=True)
         uuid = str(device.index if device.index is not None else torch.cuda.current_device())
     return f"{socket.gethostname()}/{uuid}"
 

@@ -1,62 +1,59 @@
 """The live line of a profiled cell: steps done, ms/it, elapsed, remaining, finish time.
 
 A daemon thread wakes a few times a second (never on the timed path: the hooks only count
-steps), reads how many optimizer steps the cell has made, and rewrites one line in place
-through a display handle (one output per cell, updated, never one per iteration). The time per
-step is measured from the end of warm-up to now, so pauses between steps (evaluation,
-checkpoints) count as they happen and warm-up does not; while the run is young it is blended
-with the store's model (a callable the magic passes in, a
-:class:`~gpuperf_magics.prediction.remaining.LivePrior` fitted before the cell ran) by
-:func:`blend`, the
-rule the remaining time of a stopped run follows too. The rule lives here, below the
-prediction layer, so that the capture never imports it: the model comes in as a callable.
+steps), reads how many optimizer steps the cell has made, and redraws one progress bar in
+place (``tqdm.auto``: a widget in a notebook, a line rewritten on a terminal; one bar per
+cell, updated, never one per iteration). The time per step is measured from the end of
+warm-up to now, so that pauses between steps (evaluation, checkpoints) count as they happen
+and warm-up does not.
+
+While the run is young a *prior* may lead its estimate: the store's model of the network,
+blended with the run's own steps. The capture may not import the prediction layer, which
+knows the model and the rule that blends it
+(:func:`gpuperf_magics.prediction.live.blend`), so the prior comes in as a callable
+(:class:`Prior`) that the prediction layer builds
+(:func:`gpuperf_magics.prediction.live.live_prior`); without one the line is the run's own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import math
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from gpuperf_magics.units import format_duration
 
-__all__ = ["LiveLine", "RemainingEstimator"]
+__all__ = ["Configuration", "LiveLine", "Prior", "RemainingEstimator"]
+
+_log = logging.getLogger(__name__)
 
 #: Steps left out at the start (compilation, allocator and cache warm-up).
 WARMUP_STEPS = 2
 #: Seconds between updates of the line.
 INTERVAL_S = 0.5
-#: Weight of the store's model, in iterations: once a run has ``n`` steady iterations its own
-#: mean weighs ``n / (n + PRIOR_ITERATIONS)``.
-PRIOR_ITERATIONS = 20
-#: The old name of :data:`PRIOR_ITERATIONS` (it was public as ``PRIOR_STEPS``); kept so that
-#: code importing it goes on working.
-PRIOR_STEPS = PRIOR_ITERATIONS
+#: How the bar reads: the share done, the bar, then the estimate's own words.
+BAR_FORMAT = "{percentage:3.0f}%|{bar}| {desc}"
+
+#: The running loop's network, batch size, GPU name (None on the CPU) and GPU count.
+Configuration = tuple[str, int, str | None, int]
 
 
-def blend(own: float | None, steady: int, model: float | None) -> tuple[float | None, float]:
-    """Seconds per iteration from the run's own steady iterations and the store's model.
+class Prior(Protocol):
+    """What leads the estimate while the run is young (built by the prediction layer).
 
-    While a run is young its own mean rests on few iterations and the model leads; as its
-    steady iterations add up the run takes over: after ``steady`` of them its mean weighs
-    ``steady / (steady + PRIOR_ITERATIONS)``. Either one alone where the other is missing.
-
-    Returns
-    -------
-    (float or None, float)
-        The estimate (None when neither is known) and the weight of the run's own mean.
+    Called at each update with the run's own mean time per steady step (None before the
+    first), the number of those steps, and a callable that returns the running loop's
+    :data:`Configuration` (None while the loop has not shown it); returns the seconds per
+    step to estimate with (None: nothing to say yet).
     """
-    if model is None or not math.isfinite(model):
-        return own, (1.0 if own is not None else 0.0)
-    if own is None or steady <= 0:
-        return model, 0.0
-    weight = steady / (steady + PRIOR_ITERATIONS)
-    return weight * own + (1 - weight) * model, weight
+
+    def __call__(self, own_s: float | None, steady: int,
+                 configuration: Callable[[], Configuration | None]) -> float | None: ...
 
 
 class _Baseline(NamedTuple):
@@ -100,15 +97,16 @@ class RemainingEstimator:
         Steps of the whole job.
     start : float
         Clock reading when the job started.
-    model_per_step : float, optional
-        The store's prediction of one step, used while the run has few steps of its own; may
-        be set later (the model answers once the loop showed its configuration).
+    per_step : callable, optional
+        ``(own mean, steady steps) -> seconds per step``: the prior's blend of the run's own
+        steps (see :class:`Prior`); default: the run's own mean alone.
     """
 
-    def __init__(self, total: int, start: float, model_per_step: float | None = None) -> None:
+    def __init__(self, total: int, start: float,
+                 per_step: Callable[[float | None, int], float | None] | None = None) -> None:
         self.total = total
         self.start = start
-        self.model_per_step = model_per_step
+        self.per_step = per_step
         self._base: _Baseline | None = None
 
     def update(self, now: float, steps: int, wall: _dt.datetime) -> Estimate:
@@ -119,7 +117,7 @@ class RemainingEstimator:
         if self._base is not None and steps > self._base.steps:
             n = steps - self._base.steps
             own = (now - self._base.time_s) / n
-        per_step, _ = blend(own, n, self.model_per_step)
+        per_step = own if self.per_step is None else self.per_step(own, n)
         remaining = finish = None
         if per_step is not None:
             remaining = per_step * max(0, self.total - steps)
@@ -127,74 +125,104 @@ class RemainingEstimator:
         return Estimate(steps, self.total, now - self.start, per_step, remaining, finish)
 
 
+def _tqdm(**keywords: Any) -> Any:
+    """A ``tqdm.auto`` bar: a widget in a notebook, a redrawn line on a terminal."""
+    from tqdm.auto import tqdm
+
+    return tqdm(**keywords)
+
+
 class LiveLine:
-    """One line, rewritten in place while a cell trains.
+    """One progress bar, redrawn in place while a cell trains.
 
     Parameters
     ----------
     steps : callable
         Returns ``(steps done, steps of the job or None)``; called from the thread.
-    show : callable
-        Shows a line; the first call creates the output, later calls replace it.
+    configuration : callable, optional
+        Returns the running loop's :data:`Configuration` or None; handed to ``prior``.
+    prior : Prior, optional
+        Leads the estimate while the run is young (see :class:`Prior`); a prior that raises
+        is dropped (and logged), and the line goes on with the run's own steps.
+    bar : callable, optional
+        Makes the bar from ``tqdm`` keywords (default: ``tqdm.auto.tqdm``); tests pass a
+        ``tqdm`` that writes to a buffer.
     clock, wall : callable
         Monotonic seconds and the local time of day (injected in tests).
     interval : float, optional
         Seconds between updates (a few a second at most; default :data:`INTERVAL_S`).
-    prior : callable, optional
-        The store's prediction of one step (see :class:`RemainingEstimator`), or None while
-        it cannot say yet: asked at each update until it answers (a
-        :class:`~gpuperf_magics.prediction.remaining.LivePrior`).
     """
 
     def __init__(
         self,
         steps: Callable[[], tuple[int, int | None]],
-        show: Callable[[str], None],
         *,
+        configuration: Callable[[], Configuration | None] | None = None,
+        prior: Prior | None = None,
+        bar: Callable[..., Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], _dt.datetime] = _dt.datetime.now,
         interval: float | None = None,
-        prior: Callable[[], float | None] | None = None,
     ) -> None:
-        self._steps, self._show, self._clock, self._wall = steps, show, clock, wall
+        self._steps, self._clock, self._wall = steps, clock, wall
+        self._configuration = configuration or (lambda: None)
+        self._make_bar = bar or _tqdm
         self.interval = INTERVAL_S if interval is None else interval
         self._prior = prior
-        #: The model's seconds per step once the prior answered (None until then).
-        self.model_per_step: float | None = None
         self._start = clock()
         self._estimator: RemainingEstimator | None = None
+        self._bar: Any = None
         self._last: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    def _per_step(self, own: float | None, steady: int) -> float | None:
+        if self._prior is None:
+            return own
+        try:
+            return self._prior(own, steady, self._configuration)
+        except Exception:  # the line goes on with the run's own steps
+            _log.warning("the live line's prior failed; the run's own steps from now on",
+                         exc_info=True)
+            self._prior = None
+            return own
 
     def tick(self) -> str | None:
         """One update: the line shown, or None when the job length is not known (yet) or
         the line did not change."""
         steps, total = self._steps()
-        if self.model_per_step is None and self._prior is not None:
-            try:
-                self.model_per_step = self._prior()
-            except Exception:  # the line goes on with the run's own steps
-                self._prior = None
         if not total:
             return None
         if self._estimator is None or self._estimator.total != total:
-            self._estimator = RemainingEstimator(total, self._start, self.model_per_step)
-        self._estimator.model_per_step = self.model_per_step
+            self._estimator = RemainingEstimator(total, self._start, self._per_step)
         text = self._estimator.update(self._clock(), steps, self._wall()).line()
         if text == self._last:
             return None
         self._last = text
-        self._show(text)
+        self._draw(steps, total, text)
         return text
+
+    def _draw(self, steps: int, total: int, text: str) -> None:
+        """The bar at ``steps`` of ``total`` with ``text`` beside it (made at the first
+        draw, when the job length is known: a bar without a total has no share to show)."""
+        if self._bar is None:
+            self._bar = self._make_bar(total=total, bar_format=BAR_FORMAT, unit="it",
+                                       leave=True, dynamic_ncols=True)
+        elif self._bar.total != total:
+            self._bar.reset(total=total)
+        self._bar.n = min(steps, total)
+        self._bar.set_description_str(text, refresh=False)
+        self._bar.refresh()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
             except Exception as exc:  # a line that cannot be drawn must never stop training
+                _log.warning("the live line stopped", exc_info=True)
                 with contextlib.suppress(Exception):  # say why it froze, if it still can
-                    self._show(f"{self._last or ''} · live line stopped: {exc}".lstrip(" ·"))
+                    self._bar.set_description_str(
+                        f"{self._last or ''} · live line stopped: {exc}".lstrip(" ·"))
                 return
 
     def start(self) -> LiveLine:
@@ -204,10 +232,14 @@ class LiveLine:
         return self
 
     def stop(self) -> None:
-        """Stop the thread and draw the final state once."""
+        """Stop the thread, draw the final state once and close the bar."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        # The run matters more than its progress line: a failing last draw is dropped.
-        with contextlib.suppress(Exception):
+        # The run matters more than its progress line: a failing last draw is logged only.
+        try:
             self.tick()
+            if self._bar is not None:
+                self._bar.close()
+        except Exception:
+            _log.warning("the live line's last draw failed", exc_info=True)

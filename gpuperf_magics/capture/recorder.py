@@ -21,6 +21,7 @@ interpretation happens in :meth:`Recorder.iterations` after the cell (:mod:`.eve
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -66,6 +67,8 @@ from gpuperf_magics.capture.probes import (
     remove_global_hooks,
 )
 from gpuperf_magics.run import IterationRecord
+
+_log = logging.getLogger(__name__)
 
 #: Optimizer steps during which the model's forward calls are watched for the batch size and
 #: micro-batches (steps-only mode); later steps reuse the last pattern.
@@ -183,6 +186,7 @@ class Recorder:
             try:
                 self.peak_memory_gb = self._memory.peak_gib()
             except Exception:  # a figure for the offers table is not worth the run
+                _log.debug("peak memory unreadable", exc_info=True)
                 self.peak_memory_gb = None
             self._memory = None
 
@@ -214,7 +218,8 @@ class Recorder:
                 self._memory = make_peak_memory(device)
                 if self._memory is not None:
                     self._memory.start()
-            except Exception:
+            except Exception:  # the peak is a figure for the offers table, not the run
+                _log.debug("peak memory not measured", exc_info=True)
                 self._memory = None
             self.clock = make_clock(device, self.sync)
             self.clock.start()

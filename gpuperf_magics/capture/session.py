@@ -7,20 +7,25 @@ architecture description (FLOPs), and the store write.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
+import logging
 import math
 import signal
 import statistics
 from collections import Counter
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gpuperf_magics._checks import positive_number
 from gpuperf_magics.capture.context import fill_hardware, fill_model, gpu_count, model_name
 from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
 from gpuperf_magics.run import IterationRecord, Run
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.capture.progress import LiveLine, Prior
+
+_log = logging.getLogger(__name__)
 
 
 class Progress(NamedTuple):
@@ -86,6 +91,14 @@ class ProfileSession:
         Split each iteration into data/forward/loss/backward/optimizer (~30 µs/iteration).
     save : bool
         Write the run to the store (default True).
+    live : bool or Prior
+        Show a live progress bar while the block runs (``tqdm.auto``: a widget in a notebook,
+        a redrawn line on a terminal) with the steps done, the time per step, the time left
+        and when the job will be done; it needs the job's length (``epochs`` or
+        ``total_iterations``). ``True`` estimates from the run's own steps;
+        :func:`gpuperf_magics.prediction.live.live_prior` gives a prior that lets the store's
+        model of the network lead while the run is young. Default False (``%%profile_training``
+        passes one in a notebook unless ``-q``).
 
     The ``with`` block's target is the :class:`~gpuperf_magics.run.Run`, filled in when the
     block exits; exceptions are never swallowed (the partial run is kept with its status).
@@ -103,6 +116,10 @@ class ProfileSession:
     ...     for x, y in loader:
     ...         opt.zero_grad(); loss_fn(model(x), y).backward(); opt.step()
     >>> print(run)  # doctest: +SKIP
+    >>> from gpuperf_magics.prediction.live import live_prior
+    >>> with gm.profile_training(name="mlp", store="runs.sqlite", epochs=3,
+    ...                          live=live_prior("runs.sqlite", "mlp")):  # doctest: +SKIP
+    ...     train()
     """
 
     def __init__(
@@ -117,6 +134,7 @@ class ProfileSession:
         sync: bool = False,
         phases: bool = False,
         save: bool = True,
+        live: bool | Prior = False,
     ) -> None:
         if warmup is not None and warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
@@ -143,6 +161,8 @@ class ProfileSession:
         self._sigterm: SignalHold | None = None
         self._job_gpus: int | None = None  # CUDA devices of the whole job, from the merge
         self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
+        self.live = live
+        self._live: LiveLine | None = None
 
     def __enter__(self) -> Run:
         from gpuperf_magics.capture.recorder import Recorder
@@ -158,6 +178,12 @@ class ProfileSession:
             self._sigterm = SignalHold(signal.SIGTERM, raise_as=distributed.Terminated)
         self._recorder = Recorder(phases=self.phases, sync=self.sync)
         self._recorder.__enter__()
+        if self.live is not False and self.live is not None:
+            from gpuperf_magics.capture.progress import LiveLine
+
+            prior = None if isinstance(self.live, bool) else self.live
+            self._live = LiveLine(self.progress, configuration=self.configuration,
+                                  prior=prior).start()
         return self.run
 
     def progress(self) -> Progress:
@@ -205,8 +231,12 @@ class ProfileSession:
         return False
 
     def stop(self, error: BaseException | None = None) -> Run:
-        """Remove the hooks, then interpret, describe and save; ``error`` ended the block."""
+        """Stop the live line and remove the hooks, then interpret, describe and save;
+        ``error`` ended the block."""
         try:
+            if self._live is not None:
+                self._live.stop()  # its last draw: the steps the loop made
+                self._live = None
             self._recorder.close()
             if self._sigterm is not None:  # a stop from now on waits until the run is saved
                 self._sigterm.hold()
@@ -240,8 +270,11 @@ class ProfileSession:
                 from gpuperf_magics.capture import distributed
                 from gpuperf_magics.capture.probes import device_of
 
-                with contextlib.suppress(Exception):
+                try:
                     distributed.exchange(distributed.summary(run, None), device_of(rec.model))
+                except Exception:  # a rank without a run has nothing to lose here
+                    _log.warning("telling the other ranks this one has no run failed",
+                                 exc_info=True)
             return run
         try:
             if interrupted:
@@ -342,6 +375,7 @@ class ProfileSession:
         try:
             ranks = distributed.exchange(distributed.summary(run, device), device)
         except Exception as exc:  # a peer died after its loop, or the group timed out
+            _log.warning("the exchange between ranks failed", exc_info=True)
             run.status = "failed"
             run.error = f"exchange between ranks failed: {type(exc).__name__}: {exc}"[:500]
             self._rank_alone(job, "the exchange with the other ranks failed")
@@ -396,6 +430,8 @@ class ProfileSession:
         try:
             Store(self.store).save_run(run)
         except Exception as exc:  # whatever it is, the measured run must survive it
+            _log.warning("the run could not be saved; it is kept in unsaved_runs()",
+                         exc_info=True)
             what = str(exc) if isinstance(exc, (StoreError, ValueError)) else (
                 f"{type(exc).__name__}: {exc}.")
             run.notes.append(

@@ -1,27 +1,41 @@
-"""How a :class:`~.predict.Prediction` reads: a table for people, a header line,
+"""How a :class:`~.record.Prediction` reads: a table for people, a header line,
 plain text for a terminal or ``print`` and HTML for a notebook.
 
 The prediction itself is data (a frame of seconds); everything about rounding, labels and
-layout is here, so that the magic, the command line and the panel show one prediction alike.
+layout is here, so that the magic, the command line and the panel show one prediction alike
+(the panel adds its own notes through ``extra_notes``). The functions take anything shaped
+like a prediction (:class:`Shown`), so that this module imports no record and the record
+imports it: no circle.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from gpuperf_magics.units import format_duration, format_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from gpuperf_magics.prediction.predict import Prediction
-
-__all__ = ["as_html", "as_text", "header", "table"]
+__all__ = ["Shown", "as_html", "as_text", "header", "table"]
 
 
-def table(prediction: Prediction) -> pd.DataFrame:
+class Shown(Protocol):
+    """What a prediction shows: the fields of :class:`~.record.Prediction` read here."""
+
+    network: str
+    frame: pd.DataFrame
+    cv_mape: float
+    runs: int
+    measured: str
+    advice: list[str]
+    notes: list[str]
+
+
+def table(prediction: Shown) -> pd.DataFrame:
     """The human table: configuration, total (h:mm:ss), per iteration, interval, kind."""
     import pandas as pd
 
@@ -48,7 +62,7 @@ def table(prediction: Prediction) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def header(prediction: Prediction) -> str:
+def header(prediction: Shown) -> str:
     """The network, what the model was fitted on, and its cross-validated error."""
     p = prediction
     cv = "n/a" if not math.isfinite(p.cv_mape) else f"{100 * p.cv_mape:.1f}%"
@@ -56,17 +70,20 @@ def header(prediction: Prediction) -> str:
             f"cross-validated error (MAPE) {cv}")
 
 
-def as_text(prediction: Prediction) -> str:
-    """Header, table, notes and advice as plain text."""
+def as_text(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:
+    """Header, table, notes (the prediction's, then ``extra_notes``) and advice as plain
+    text."""
     lines = [header(prediction), table(prediction).to_string(index=False)]
-    lines += [f"note: {n}" for n in prediction.notes]
+    lines += [f"note: {n}" for n in [*prediction.notes, *extra_notes]]
     lines += [f"advice: {a}" for a in prediction.advice]
     return "\n".join(lines)
 
 
-def as_html(prediction: Prediction) -> str:
-    """Header, table, notes and advice as one HTML block (every text escaped)."""
-    foot = "".join(f"<li>{html.escape(n)}</li>" for n in prediction.notes)
+def as_html(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:
+    """Header, table, notes (the prediction's, then ``extra_notes``) and advice as one HTML
+    block (every text escaped)."""
+    foot = "".join(f"<li>note: {html.escape(n)}</li>"
+                   for n in [*prediction.notes, *extra_notes])
     foot += "".join(f"<li><b>advice:</b> {html.escape(a)}</li>" for a in prediction.advice)
     return (
         f"<div class='gpuperf-prediction'><p><b>{html.escape(header(prediction))}</b></p>"

@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics._checks import positive_number
-from gpuperf_magics.prediction.predict import PredictionError
+from gpuperf_magics.prediction.job import Job, spell
+from gpuperf_magics.prediction.store_model import PredictionError
 from gpuperf_magics.units import format_cost, format_duration
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -160,33 +160,30 @@ def _select(table: pd.DataFrame, instances: list[str] | None) -> pd.DataFrame:
         else:
             known = ", ".join(dict.fromkeys(table["instance"]))
             raise PredictionError(f"no price for instance {name!r}; priced instances: "
-                                  + known + " (add your own with prices=)")
+                                  + known + f" (add your own with {spell('prices')})")
     return table.iloc[sorted(chosen)]
 
 
 def offers(
     store: Any = None,
-    network: str | None = None,
+    job: Job | str | None = None,
     *,
-    batch_size: int | None = None,
-    iterations: int | None = None,
-    epochs: float | None = None,
-    samples: int | None = None,
-    settings: dict[str, float] | None = None,
     instances: list[str] | None = None,
     prices: str | os.PathLike[str] | pd.DataFrame | None = None,
-    deadline_s: float | None = None,
-    coverage: float = 0.9,
     today: datetime.date | None = None,
+    **fields: Any,
 ) -> Offers:
     """Predicted time and cost of one job on the measured device and on priced instances.
 
     Parameters
     ----------
-    store, network, iterations, epochs, samples, settings, coverage
+    store : path or Store, optional
         As for :func:`~gpuperf_magics.prediction.predict.predict_time`.
-    batch_size : int, optional
-        Batch size of the job (default: the latest run's).
+    job : Job or str, optional
+        The job (:class:`~gpuperf_magics.prediction.job.Job`) or a network name. Its one
+        batch size (default: the latest run's), its length, settings and coverage are
+        answered for; its ``deadline_s`` (seconds the job may take) marks the cheapest offer
+        whose interval's upper end is within it. The GPUs and their count are the offers'.
     instances : list of str, optional
         Offers of the price table to compare (default: all of them): an instance name takes
         every row of that instance (its regions, on-demand and spot), an offer label as the
@@ -194,11 +191,10 @@ def offers(
     prices : path or DataFrame, optional
         A price file merged over the built-in prices
         (:func:`gpuperf_magics.hardware.prices.prices`).
-    deadline_s : float, optional
-        Seconds the job may take: the cheapest offer whose interval's upper end is within
-        it is marked.
     today : date, optional
         The date the prices' age is counted to (default: today).
+    **fields
+        Fields of a :class:`~gpuperf_magics.prediction.job.Job`, over those of ``job``.
 
     Returns
     -------
@@ -207,10 +203,15 @@ def offers(
     Raises
     ------
     PredictionError
-        As :func:`~gpuperf_magics.prediction.predict.predict_time`; an instance with no price; a
-        deadline that is not a finite number > 0.
+        As :func:`~gpuperf_magics.prediction.predict.predict_time`; several batch sizes; GPUs
+        asked for (an offer says its GPUs); an instance with no price.
     PriceError
         The price file is unreadable or has an invalid row.
+
+    Examples
+    --------
+    >>> gm.offers("runs.sqlite", batch_sizes=[64], iterations=2_000_000,
+    ...           deadline_s=3 * 3600)  # doctest: +SKIP
     """
     import pandas as pd
 
@@ -218,39 +219,41 @@ def offers(
     from gpuperf_magics.prediction.predict import DEFAULT_BATCH_SIZE
     from gpuperf_magics.prediction.store_model import fit_store
 
-    deadline_s = positive_number(deadline_s, "the deadline", error=PredictionError)
+    job = Job.of(job, **fields)
+    batch_size = job.one_batch_size("offers")
+    if job.gpus is not None or job.gpu_count is not None:
+        raise PredictionError(f"offers take the GPUs and their count from the price table: "
+                              f"leave out {spell('gpus', value=False)} and "
+                              f"{spell('gpu_count', value=False)}, choose with instances=")
     chosen = _select(load_prices(prices), instances)
-    runs = fit_store(store, network).runs
+    runs = fit_store(store, job.network).runs
     net = str(runs["network"].iloc[0])
     if batch_size is None:
         known = runs["batch_size"].dropna()
         batch_size = int(known.iloc[-1]) if len(known) else DEFAULT_BATCH_SIZE
     multi_measured = bool((runs["gpu_count"].fillna(0) > 1).any())
-    common: dict[str, Any] = {"batch_sizes": [int(batch_size)], "iterations": iterations,
-                              "epochs": epochs, "samples": samples, "settings": settings,
-                              "coverage": coverage}
+    asked = job.with_(network=net, batch_sizes=[int(batch_size)], deadline_s=None)
 
     notes: list[str] = []
-    first, by_count = _predict_per_count(store, net, runs, chosen, common, notes)
+    first, by_count = _predict_per_count(store, asked, runs, chosen, notes)
     frame = pd.DataFrame(_offer_rows(first, chosen, by_count, multi_measured))
     _memory(frame, runs, int(batch_size), notes)
     hours = frame["usd_per_hour"] / 3600
     frame["cost_usd"] = frame["time_s"] * hours
     frame["cost_low_usd"] = frame["time_low_s"] * hours
     frame["cost_high_usd"] = frame["time_high_s"] * hours
-    frame["marks"] = _marks(frame, deadline_s, notes)
+    frame["marks"] = _marks(frame, job.deadline_s, notes)
     dates = [d for d in frame["price_date"] if d is not None]
     if dates:
         oldest = min(dates)
         age = ((today or datetime.date.today()) - oldest).days
         notes.append(f"prices from {oldest.isoformat()} to {max(dates).isoformat()} (the "
                      f"oldest {age} days old): check the source pages before renting; add "
-                     "your own with prices= or %config GpuPerf.prices")
-    return Offers(network=net, frame=frame, deadline_s=deadline_s, notes=notes)
+                     f"your own with {spell('prices')}")
+    return Offers(network=net, frame=frame, deadline_s=job.deadline_s, notes=notes)
 
 
-def _predict_per_count(store: Any, net: str, runs: pd.DataFrame, chosen: pd.DataFrame,
-                       common: dict[str, Any],
+def _predict_per_count(store: Any, job: Job, runs: pd.DataFrame, chosen: pd.DataFrame,
                        notes: list[str]) -> tuple[pd.Series, dict[int, pd.DataFrame]]:
     """The measured device's row and, per GPU count of the chosen offers, the prediction
     frame for their GPUs."""
@@ -264,7 +267,7 @@ def _predict_per_count(store: Any, net: str, runs: pd.DataFrame, chosen: pd.Data
     by_count: dict[int, pd.DataFrame] = {}
     for count in sorted(set(chosen["gpus"])):
         gpus = list(dict.fromkeys(chosen.loc[chosen["gpus"] == count, "gpu"]))
-        result = predict_time(store, net, gpus=gpus, gpu_count=int(count), **common)
+        result = predict_time(store, job.with_(gpus=gpus, gpu_count=int(count)))
         notes += [n for n in result.notes if n not in notes]
         by_count[int(count)] = result.frame
     if measured_count is None and by_count:
@@ -272,7 +275,7 @@ def _predict_per_count(store: Any, net: str, runs: pd.DataFrame, chosen: pd.Data
     elif measured_count in by_count:
         first = by_count[measured_count].iloc[0]
     else:
-        here = predict_time(store, net, **common)
+        here = predict_time(store, job)
         notes += [n for n in here.notes if n not in notes]
         first = here.frame.iloc[0]
     return first, by_count

@@ -1,12 +1,13 @@
 """The options of a prediction, declared and checked once for ``%predict_time`` and
-``gpuperf predict``.
+``gpuperf predict``, read into one :class:`~.job.Job`.
 
 Both skins used to declare these options each in their own way (typed in the magic, read as
 text in the CLI) and to check ``--remaining`` each on their own, so the two said different
 things about the same mistake. Here each option is declared once (:data:`OPTIONS`, added to an
 ``argparse`` parser by :func:`add_to` or to a magic by :func:`magic_options`) and read once
-(:func:`read`), with one message per mistake; the skins add only what is theirs (the
-magic's ``-w``/``-q``/``-o``/``-v``, the CLI's ``--csv`` and ``--prices``).
+(:func:`read`) into a :class:`~.job.Job`, with one message per mistake, in the words of
+flags (:func:`~.job.flag_spelling`); the skins add only what is theirs (the magic's
+``-w``/``--deadline``/``-q``/``-o``/``-v``, the CLI's ``--csv`` and ``--prices``).
 
 Numbers are read as text and checked by :func:`number`, so that ``inf``, ``nan`` and ``0``
 get the same one-line error as every other mistake. In the magic, ``--gpu`` and
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuperf_magics._checks import positive_number
+from gpuperf_magics.prediction.job import REMAINING_FIELDS, Job, flag_spelling
 from gpuperf_magics.prediction.store_model import PredictionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,10 +36,10 @@ __all__ = [
     "OPTIONS",
     "PredictionOptions",
     "add_to",
-    "check_remaining_options",
     "magic_options",
     "number",
     "parse_batch_sizes",
+    "parse_deadline",
     "parse_gpus",
     "parse_settings",
     "read",
@@ -72,26 +74,16 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                 "GPU."}),
 )
 
-#: Options a remaining-time question does not take: the run itself says them.
-_NOT_WITH_REMAINING = ("name", "batch_size", "iterations", "epochs", "samples", "set")
-
-
 @dataclass(frozen=True)
 class PredictionOptions:
-    """The options of one prediction, checked and typed.
+    """The options of one prediction, checked and typed: the job, and whether the question
+    is the remaining time of a stopped run.
 
     ``remaining`` is set for ``--remaining``; ``run_id`` is then the run asked for, or None
     for the latest interrupted or failed run.
     """
 
-    name: str | None = None
-    batch_sizes: list[int] | None = None
-    iterations: int | None = None
-    epochs: float | None = None
-    samples: int | None = None
-    gpus: list[str] | None = None
-    gpu_count: int | None = None
-    settings: dict[str, float] | None = None
+    job: Job
     remaining: bool = False
     run_id: int | None = None
 
@@ -186,21 +178,32 @@ def parse_settings(items: list[str] | None) -> dict[str, float]:
     return out
 
 
-def check_remaining_options(**given: Any) -> None:
-    """Refuse options of a prediction that ``--remaining`` does not take (magic and CLI):
-    the run itself says the network, batch size and job length.
+def parse_deadline(text: str | None) -> float | None:
+    """A deadline as people type it, in seconds: hours (``"2.5"``) or ``H:MM``
+    (``"2:30"``); None when not given.
 
     Raises
     ------
     PredictionError
-        One of ``given`` (option name → value) is set.
+        Text that is neither, or a deadline that is not > 0.
     """
-    for name, value in given.items():
-        if value:
-            flag = name if name == "name" else "--" + name.replace("_", "-")
-            raise PredictionError(f"--remaining does not take {flag}: the run says its "
-                                  "network, batch size and job length (give --gpu NAME to "
-                                  "move it)")
+    if text is None:
+        return None
+    hours, sep, minutes = text.strip().partition(":")
+    try:
+        if sep:
+            if not (hours.isdigit() and minutes.isdigit() and len(minutes) == 2
+                    and int(minutes) < 60):
+                raise ValueError
+            seconds = float(int(hours) * 3600 + int(minutes) * 60)
+        else:
+            seconds = float(hours) * 3600
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError
+    except ValueError:
+        raise PredictionError(f"--deadline takes hours (2.5) or H:MM (2:30) > 0, got "
+                              f"{text!r}") from None
+    return float(seconds)
 
 
 def _joined(groups: list[list[str]] | list[str] | None) -> str | None:
@@ -213,7 +216,8 @@ def _joined(groups: list[list[str]] | list[str] | None) -> str | None:
 
 
 def read(args: argparse.Namespace) -> PredictionOptions:
-    """The options parsed by a parser that :func:`add_to` or :func:`magic_options` built.
+    """The options parsed by a parser that :func:`add_to` or :func:`magic_options` built,
+    as one :class:`~.job.Job` (a skin's own ``deadline`` option is read into it too).
 
     Raises
     ------
@@ -221,29 +225,31 @@ def read(args: argparse.Namespace) -> PredictionOptions:
         A value that is not what its option takes, or an option ``--remaining`` does not
         go with; one line that names the option.
     """
-    try:
-        iterations = number("--iterations", args.iterations, whole=True)
-        epochs = number("--epochs", args.epochs)
-        samples = number("--samples", args.samples, whole=True)
-        gpu_count = number("--gpu-count", args.gpu_count, whole=True)
-    except ValueError as exc:
-        raise PredictionError(str(exc)) from None
-    gpus = parse_gpus(_joined(args.gpu))
-    if args.remaining is None:
-        return PredictionOptions(
-            name=args.name, batch_sizes=parse_batch_sizes(_joined(args.batch_size)),
-            iterations=iterations, epochs=epochs, samples=samples, gpus=gpus,
-            gpu_count=gpu_count, settings=parse_settings(args.set),
-        )
-    check_remaining_options(**{key: getattr(args, key) for key in _NOT_WITH_REMAINING})
-    run_id = None
-    if args.remaining != "latest":
+    with flag_spelling():
         try:
-            run_id = number("--remaining", args.remaining, whole=True)
-        except ValueError:
-            raise PredictionError(f"--remaining expects a run id (a positive whole number, "
-                                  f"as gpuperf runs lists them), got {args.remaining!r}"
-                                  ) from None
-    if gpus is not None and len(gpus) > 1:
-        raise PredictionError("--remaining moves the job to one GPU: give one --gpu")
-    return PredictionOptions(gpus=gpus, gpu_count=gpu_count, remaining=True, run_id=run_id)
+            iterations = number("--iterations", args.iterations, whole=True)
+            epochs = number("--epochs", args.epochs)
+            samples = number("--samples", args.samples, whole=True)
+            gpu_count = number("--gpu-count", args.gpu_count, whole=True)
+        except ValueError as exc:
+            raise PredictionError(str(exc)) from None
+        job = Job(network=args.name, batch_sizes=parse_batch_sizes(_joined(args.batch_size)),
+                  iterations=iterations, epochs=epochs, samples=samples,
+                  gpus=parse_gpus(_joined(args.gpu)), gpu_count=gpu_count,
+                  settings=parse_settings(args.set),
+                  deadline_s=parse_deadline(getattr(args, "deadline", None)))
+        if args.remaining is None:
+            return PredictionOptions(job)
+        job.refuse_but(REMAINING_FIELDS, "--remaining", why="the run says its network, "
+                       "batch size and job length (give --gpu NAME to move it)")
+        run_id = None
+        if args.remaining != "latest":
+            try:
+                run_id = number("--remaining", args.remaining, whole=True)
+            except ValueError:
+                raise PredictionError(f"--remaining expects a run id (a positive whole "
+                                      f"number, as gpuperf runs lists them), got "
+                                      f"{args.remaining!r}") from None
+        if job.gpus is not None and len(job.gpus) > 1:
+            raise PredictionError("--remaining moves the job to one GPU: give one --gpu")
+        return PredictionOptions(job, remaining=True, run_id=run_id)

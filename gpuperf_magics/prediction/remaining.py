@@ -8,10 +8,8 @@ the run has few iterations. Moved to another GPU, the own estimate is scaled by 
 ratio of that GPU to the run's device. Each choice is priced with the cheapest offer of the
 price table for its GPU and GPU count.
 
-The same rule weighs the live line of a running cell (:mod:`gpuperf_magics.capture.progress`):
-:func:`blend` is the one place that says how the run's own rate and the store's model share
-an estimate, and :class:`LivePrior` gives the live line the model's time per iteration for
-the configuration the cell runs, fitted before the cell starts.
+The same rule (:func:`~.live.blend`) weighs the live line of a running cell: it is the one
+place that says how the run's own rate and the store's model share an estimate.
 
 The :class:`~gpuperf_magics.run.Run` record stays free of the store and the model: this module
 reads the run from the store and asks :mod:`gpuperf_magics.prediction.predict`.
@@ -21,22 +19,12 @@ from __future__ import annotations
 
 import html
 import math
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics._checks import positive_number
-
-# The one rule by which the store's model leads a young run lives beside the live line, below
-# this layer (the capture may not import the prediction layer); re-exported here.
-from gpuperf_magics.capture.progress import PRIOR_ITERATIONS, blend
-
-# Moved to prediction_options with the other option checks (issue 11); importable from here.
-from gpuperf_magics.prediction.options import (
-    check_remaining_options as check_remaining_options,
-)
-from gpuperf_magics.prediction.predict import PredictionError
+from gpuperf_magics.prediction.job import REMAINING_FIELDS, Job, spell
+from gpuperf_magics.prediction.live import blend
+from gpuperf_magics.prediction.store_model import PredictionError
 from gpuperf_magics.units import format_cost, format_duration, format_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,13 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     import pandas as pd
 
-__all__ = [
-    "PRIOR_ITERATIONS",
-    "LivePrior",
-    "Remaining",
-    "blend",
-    "remaining_time",
-]
+__all__ = ["Remaining", "remaining_time"]
 
 #: Relative half-width of the interval when the store has no model to give one.
 FALLBACK_ERROR = 0.1
@@ -125,7 +107,7 @@ def _partial_run_id(store: Any) -> int:
     if runs.empty:
         raise PredictionError(
             "no interrupted or failed run with a known job length in the store: profile the "
-            "job with %%profile_training --epochs E (or --total-iterations N), or give a run id")
+            f"job with {spell('epochs')} (or {spell('total_iterations')}), or give a run id")
     return int(runs["run_id"].iloc[-1])
 
 
@@ -154,10 +136,10 @@ def _price(table: pd.DataFrame, gpu: str | None, count: int) -> tuple[str, float
 def remaining_time(
     store: Any = None,
     run_id: int | None = None,
+    job: Job | None = None,
     *,
-    gpu: str | None = None,
-    gpu_count: int | None = None,
     prices: str | os.PathLike[str] | pd.DataFrame | None = None,
+    **fields: Any,
 ) -> Remaining:
     """The remaining time (and cost) of a partly recorded run.
 
@@ -167,12 +149,16 @@ def remaining_time(
         The store holding the run (default: ``$GPUPERF_STORE`` or the per-user store).
     run_id : int, optional
         The run (default: the latest interrupted or failed run with a known job length).
-    gpu : str, optional
-        Another GPU to move the rest of the job to (any catalog name).
-    gpu_count : int, optional
-        GPUs on that other device (default: as the run had, at least 1).
+    job : Job, optional
+        Where to move the rest of the job: one GPU in ``gpus`` (any catalog name) and its
+        ``gpu_count`` (default: as the run had, at least 1), and the ``coverage`` of the
+        intervals. The run says its network, batch size and length: a job that sets them
+        is refused.
     prices : path or DataFrame, optional
         A price file merged over the built-in prices, to cost each choice.
+    **fields
+        Fields of a :class:`~gpuperf_magics.prediction.job.Job` (``gpus``, ``gpu_count``,
+        ``coverage``), over those of ``job``.
 
     Returns
     -------
@@ -182,15 +168,26 @@ def remaining_time(
     ------
     PredictionError
         No such run, a completed run, a job length that was not recorded, too few steady
-        iterations and no model to fall back on, or another GPU the model cannot place.
+        iterations and no model to fall back on, another GPU the model cannot place, or a
+        job field the run says itself.
+
+    Examples
+    --------
+    >>> gm.remaining_time("runs.sqlite", gpus=["A100 80GB"])  # doctest: +SKIP
     """
     from gpuperf_magics.hardware.prices import prices as load_prices
     from gpuperf_magics.prediction.predict import resolve_gpus
     from gpuperf_magics.store import Store
 
+    job = Job.of(job, **fields)
+    job.refuse_but(REMAINING_FIELDS, spell("remaining", value=False),
+                   why=f"the run says its network, batch size and job length (give "
+                       f"{spell('gpus')} to move it)")
+    if job.gpus is not None and len(job.gpus) > 1:
+        raise PredictionError(f"{spell('remaining', value=False)} moves the job to one GPU: "
+                              f"give one in {spell('gpus', value=False)}")
     st = store if isinstance(store, Store) else Store(store)
-    gpu_count = positive_number(gpu_count, "gpu_count", whole=True, error=PredictionError)
-    target = resolve_gpus([gpu])[0] if gpu is not None else None
+    target = resolve_gpus(job.gpus)[0] if job.gpus else None
     rid = _partial_run_id(st) if run_id is None else int(run_id)
     run, total = _partial_run(st, rid)
     done = len(run.iterations)
@@ -202,13 +199,12 @@ def remaining_time(
 
     device = run.gpu or None
     count = max(1, int(run.gpu_count or 0)) if device else 0
-    model_row, other = _model_rows(st, run, rid, device, count, target, gpu_count, notes)
+    model_row, other = _model_rows(st, run, rid, device, count, target, job, notes)
     if own is None and model_row is None:
         raise PredictionError(
             f"run {rid} has fewer than 3 steady iterations and the store has no model of "
             f"{run.network!r} to estimate from: profile one complete run of {run.network!r} "
-            "with %%profile_training (or let a run go 3 iterations past its warm-up), then ask "
-            "again")
+            "(or let a run go 3 iterations past its warm-up), then ask again")
     estimate = _estimate(own, len(steady), model_row)
     out = _choices(estimate, left, device, count, target, other, model_row,
                    load_prices(prices))
@@ -216,7 +212,7 @@ def remaining_time(
         missing = ", ".join(f"{r.gpus}× {r.gpu}" if r.gpu else "this CPU"
                             for r in out.itertuples()
                             if math.isnan(r.usd_per_hour))
-        notes.append(f"no price for {missing}: add one with prices= or %config GpuPerf.prices")
+        notes.append(f"no price for {missing}: add one with {spell('prices')}")
     notes.append("pauses between steps (evaluation, checkpoints) count as often as they "
                  "happened in the recorded part")
     return Remaining(run_id=rid, network=run.network, status=run.status, done=done,
@@ -233,19 +229,20 @@ def _partial_run(store: Any, rid: int) -> tuple[Any, int]:
     except RunNotFoundError as exc:
         raise PredictionError(f"no run {rid} in the store {store.path}") from exc
     if run.status == "ok":
-        raise PredictionError(f"run {rid} completed: nothing remains (--remaining is for an "
-                              "interrupted or failed run)")
+        raise PredictionError(f"run {rid} completed: nothing remains "
+                              f"({spell('remaining', value=False)} is for an interrupted or "
+                              "failed run)")
     total = run.hyper.get("total_iterations")
     if not total:
         raise PredictionError(
-            f"run {rid} does not know its job length: profile with --total-iterations N, "
-            "or --epochs E over a DataLoader the profiler can see")
+            f"run {rid} does not know its job length: profile with "
+            f"{spell('total_iterations')}, or {spell('epochs')} over a DataLoader the profiler "
+            "can see")
     return run, int(total)
 
 
 def _model_rows(store: Any, run: Any, rid: int, device: str | None, count: int,
-                target: str | None, gpu_count: int | None,
-                notes: list[str]) -> tuple[Any, Any]:
+                target: str | None, job: Job, notes: list[str]) -> tuple[Any, Any]:
     """The store model's rows for one iteration of the run's configuration on its own device
     and on ``target``: ``(here, there)``, each None where the model gives none."""
     from gpuperf_magics.prediction.predict import predict_time
@@ -254,8 +251,10 @@ def _model_rows(store: Any, run: Any, rid: int, device: str | None, count: int,
     model_row = None
 
     def ask(gpu: str | None, gpus: int | None) -> pd.DataFrame:
-        return predict_time(store, run.network, batch_sizes=[batch] if batch else None,
-                            iterations=1, gpus=[gpu] if gpu else None, gpu_count=gpus).frame
+        return predict_time(store, Job(network=run.network,
+                                       batch_sizes=[batch] if batch else None, iterations=1,
+                                       gpus=[gpu] if gpu else None, gpu_count=gpus,
+                                       coverage=job.coverage)).frame
 
     try:
         # The run's own device is asked for by name, at the count it ran on (the store's
@@ -266,7 +265,7 @@ def _model_rows(store: Any, run: Any, rid: int, device: str | None, count: int,
         model_row = here.iloc[0] if len(here) else None
         other = None
         if target is not None:
-            there = ask(target, gpu_count or max(1, count))
+            there = ask(target, job.gpu_count or max(1, count))
             other = there[there["gpu"] == target].iloc[0]
     except PredictionError as exc:
         if target is not None:
@@ -278,7 +277,7 @@ def _model_rows(store: Any, run: Any, rid: int, device: str | None, count: int,
         raise PredictionError(
             f"cannot place run {rid} on {target}: the store's model of {run.network!r} gives "
             f"no time on {device or 'this CPU'} to compare with; profile a complete run of "
-            f"{run.network!r} on {device or 'this CPU'} with %%profile_training, then ask again")
+            f"{run.network!r} on {device or 'this CPU'}, then ask again")
     return model_row, other
 
 
@@ -339,105 +338,3 @@ def _choices(estimate: _Estimate, left: int, device: str | None, count: int,
     out = pd.DataFrame(rows)
     out["cost_usd"] = out["remaining_s"] / 3600 * out["usd_per_hour"]
     return out
-
-
-#: What the live line needs to ask the model: network, batch size, GPU name (None on the
-#: CPU) and GPU count of the running loop, or None while the loop has not shown them yet.
-Configuration = tuple[str, int, str | None, int]
-
-
-class LivePrior:
-    """The store's model of one network, fitted before a profiled cell runs, answering the
-    time per iteration of the configuration the cell turns out to run.
-
-    The live line calls it from its thread at each update until it answers: the first call
-    that finds the configuration known asks the model once (a prediction from the model
-    fitted before the cell, a few milliseconds) and keeps the answer. A cell of another
-    network than the one fitted gets None: fitting during the loop would compete with it.
-    Nothing here raises: a model that cannot answer leaves the line to the run's own steps.
-
-    Parameters
-    ----------
-    store : Store
-    network : str
-        The network the model was fitted for.
-    configuration : callable
-        Returns the running loop's :data:`Configuration`, or None while it is not known.
-    """
-
-    def __init__(self, store: Any, network: str,
-                 configuration: Callable[[], Configuration | None]) -> None:
-        self.store = store
-        self.network = network
-        self._configuration = configuration
-        self._answered = False
-        self._value: float | None = None
-        self._lock = threading.Lock()
-
-    @classmethod
-    def fit(cls, store: Any, network: str | None,
-            configuration: Callable[[], Configuration | None]) -> LivePrior | None:
-        """The prior of ``network`` (default: the store's latest network), its model fitted
-        now (or taken from the cache of this store revision); None when the store has no
-        model of it, for whatever reason."""
-        try:
-            from gpuperf_magics.prediction.store_model import fit_store
-            from gpuperf_magics.store import Store
-
-            st = store if isinstance(store, Store) else Store(store)
-            runs = fit_store(st, network).runs
-            net = str(runs["network"].iloc[0])
-        except Exception:  # no store, no run, no model: the cell runs all the same
-            return None
-        try:
-            # One answer now, at the latest run's batch: what the model prepares lazily on
-            # its first prediction is done here, not in the thread beside the loop.
-            from gpuperf_magics.prediction.predict import predict_time
-
-            batch = runs["batch_size"].dropna()
-            predict_time(st, net, iterations=1,
-                         batch_sizes=[int(batch.iloc[-1])] if len(batch) else None)
-        except Exception:
-            pass
-        return cls(st, net, configuration)
-
-    def __call__(self) -> float | None:
-        """Seconds per iteration the model gives the running configuration; None until the
-        configuration is known, and for good when the model cannot answer it."""
-        with self._lock:
-            if self._answered:
-                return self._value
-            try:
-                config = self._configuration()
-            except Exception:
-                config = None
-            if config is None:
-                return None
-            self._answered = True
-            try:
-                self._value = self._ask(*config)
-            except Exception:
-                self._value = None
-            return self._value
-
-    def _ask(self, network: str, batch_size: int, gpu: str | None, gpu_count: int) -> float | None:
-        from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-        from gpuperf_magics.prediction.predict import predict_time
-
-        if network.lower() != self.network.lower():
-            return None
-        frame = predict_time(self.store, self.network, batch_sizes=[int(batch_size)],
-                             iterations=1, gpus=[gpu] if gpu else None,
-                             gpu_count=max(1, gpu_count) if gpu else None).frame
-        if gpu is None:
-            rows = frame[frame["gpu"].isna()]
-        else:
-            try:
-                names = {gpu, str(lookup(gpu)["gpu_name"])}
-            except UnknownGPUError:
-                names = {gpu}
-            rows = frame[frame["gpu"].isin(names)]
-        if rows.empty:
-            return None
-        value = float(rows["time_s"].iloc[0])
-        return value if math.isfinite(value) and value > 0 else None

@@ -220,8 +220,7 @@ def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOpti
     from gpuperf_magics.prediction.remaining import remaining_time
     from gpuperf_magics.store import Store
 
-    result = remaining_time(Store(args.store, must_exist=True), opts.run_id,
-                            gpu=opts.gpus[0] if opts.gpus else None, gpu_count=opts.gpu_count,
+    result = remaining_time(Store(args.store, must_exist=True), opts.run_id, opts.job,
                             prices=args.prices)
     if args.csv:
         result.frame.to_csv(sys.stdout, index=False)
@@ -232,21 +231,20 @@ def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOpti
 
 def _predict(args: argparse.Namespace) -> int:
     from gpuperf_magics.prediction import predict
+    from gpuperf_magics.prediction.job import flag_spelling
+    from gpuperf_magics.prediction.store_model import PredictionError
     from gpuperf_magics.store import Store
 
     opts = prediction_options.read(args)
-    if opts.remaining:
-        return _remaining(args, opts)
-    if args.prices is not None:
-        raise predict.PredictionError(
-            "--prices only applies with --remaining RUN_ID (e.g. gpuperf predict --remaining "
-            "12 --prices my_prices.csv); offers with prices for a new job are in "
-            "gpuperf_magics.prediction.offers.offers() or the notebook panel (%predict_time -w)")
-    result = predict.predict_time(
-        Store(args.store, must_exist=True), opts.name, batch_sizes=opts.batch_sizes,
-        iterations=opts.iterations, epochs=opts.epochs, samples=opts.samples, gpus=opts.gpus,
-        gpu_count=opts.gpu_count, settings=opts.settings,
-    )
+    with flag_spelling():  # messages name this command's flags
+        if opts.remaining:
+            return _remaining(args, opts)
+        if args.prices is not None:
+            raise PredictionError(
+                "--prices only applies with --remaining RUN_ID (e.g. gpuperf predict "
+                "--remaining 12 --prices my_prices.csv); offers with prices for a new job are "
+                "in gpuperf_magics.offers() or the notebook panel (%predict_time -w)")
+        result = predict.predict_time(Store(args.store, must_exist=True), opts.job)
     if args.csv:
         result.frame.to_csv(sys.stdout, index=False)
     else:
@@ -287,38 +285,29 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Bar:
-    """A one-line progress bar on stderr, redrawn in place (only when stderr is a terminal
-    or the copy is large enough to wait for)."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.drawn = False
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.quiet or total == 0 or (total < 1000 and not sys.stderr.isatty()):
-            return
-        width = 30
-        filled = width * done // total
-        sys.stderr.write(f"\rsync [{'#' * filled}{'.' * (width - filled)}] {done:,}/{total:,} "
-                         "runs")
-        sys.stderr.flush()
-        self.drawn = True
-
-    def close(self) -> None:
-        if self.drawn:
-            sys.stderr.write("\n")
-
-
 def _sync(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
     from gpuperf_magics.store import Store
 
     source = Store(args.src, must_exist=True)  # a mistyped SRC is not an empty store
-    bar = _Bar(args.quiet)
+    # On a terminal the bar is redrawn in place; into a pipe or a log only a copy large
+    # enough to wait for shows one (tqdm's own choice of where and how to draw).
+    bar: Any = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if args.quiet or total == 0 or (total < 1000 and not sys.stderr.isatty()):
+            return
+        if bar is None:
+            bar = tqdm(total=total, desc="sync", unit=" runs", file=sys.stderr)
+        bar.update(done - bar.n)
+
     try:
-        result = source.sync_to(Store(args.dst), progress=bar)
+        result = source.sync_to(Store(args.dst), progress=progress)
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     print(result)
     return 0
 

@@ -96,12 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print("\nWhat the store holds (Store(path).runs(), selected columns):")
             print(runs[[c for c in columns if c in runs.columns]].to_string(index=False))
-        from gpuperf_magics.prediction.predict import predict_time
-
         print("\nPredicted time for 10 epochs of 50,000 samples, at batch sizes and on GPUs "
               "not measured\n(predict_time(store, epochs=10, samples=50_000, gpus=[...]); in a "
               "notebook: %predict_time --epochs 10 --samples 50000 --gpu \"T4,A100 80GB\"):\n")
-        print(predict_time(store, epochs=10, samples=50_000, gpus=["T4", "A100 80GB"]))
+        print(gm.predict_time(store, epochs=10, samples=50_000, gpus=["T4", "A100 80GB"]))
     return 0
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from IPython.core.interactiveshell import InteractiveShell
 
     from gpuperf_magics.prediction.options import PredictionOptions
-    from gpuperf_magics.prediction.predict import Prediction
+    from gpuperf_magics.prediction.record import Prediction
     from gpuperf_magics.prediction.remaining import Remaining
     from gpuperf_magics.run import Run
     from gpuperf_magics.skins.widgets import WhatIfPanel
@@ -195,24 +195,22 @@ class GpuPerf(Magics):
         opts = self._profile_options(line)
         from gpuperf_magics.capture import profile_training
 
+        shell = self.shell
+        assert shell is not None
+        live: Any = False
+        if not opts.quiet and _live_wanted(shell):
+            live = True
+            if opts.epochs is not None or opts.total_iterations is not None:
+                # The store's model, fitted now rather than on the timed path; the line asks
+                # it once the loop has shown its batch and device.
+                from gpuperf_magics.prediction.live import live_prior
+
+                live = live_prior(opts.store, opts.name)
         session = profile_training(
             opts.name, opts.store, warmup=opts.warmup, tags=opts.tags, epochs=opts.epochs,
             total_iterations=opts.total_iterations, sync=opts.sync, phases=opts.phases,
+            live=live,
         )
-        shell = self.shell
-        assert shell is not None
-        live = None
-        if not opts.quiet and _live_wanted(shell):
-            from gpuperf_magics.capture.progress import LiveLine
-
-            prior = None
-            if opts.epochs is not None or opts.total_iterations is not None:
-                # The store's model, fitted now rather than on the timed path; the line asks
-                # it once the loop has shown its batch and device (None: the run alone).
-                from gpuperf_magics.prediction.remaining import LivePrior
-
-                prior = LivePrior.fit(opts.store, opts.name, session.configuration)
-            live = LiveLine(session.progress, _UpdatingLine(), prior=prior)
         # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
         # to the outer cell so that a failed training cell fails in the notebook too.
         outer = shell.displayhook.exec_result
@@ -220,13 +218,9 @@ class GpuPerf(Magics):
         error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
         late: BaseException | None = None
         try:
-            if live is not None:
-                live.start()
             inner = shell.run_cell(cell, store_history=False)
             error = inner.error_before_exec or inner.error_in_exec
         finally:
-            if live is not None:
-                live.stop()
             shell.displayhook.exec_result = outer
             try:
                 session.stop(error)
@@ -255,6 +249,9 @@ class GpuPerf(Magics):
               "controls for batch size, epochs, GPU and features, answered as you change "
               "them, a plot against batch size and the offers table (job time and cost per "
               "cloud instance, %%config GpuPerf.prices adds yours).")
+    @argument("--deadline", metavar="H:MM", help="With -w: the time the job may take, in "
+              "hours (2.5) or H:MM (2:30); the offers table marks the cheapest offer that "
+              "meets it.")
     @argument("-q", "--quiet", action="store_true", help="Display nothing.")
     @argument("-o", "--output", action="store_true", help="Return the Prediction object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Prediction in variable VAR.")
@@ -270,12 +267,16 @@ class GpuPerf(Magics):
         another GPU, with the cost of both. The options are those of ``gpuperf predict``.
         """
         from gpuperf_magics.prediction import predict
+        from gpuperf_magics.prediction.job import flag_spelling
+        from gpuperf_magics.prediction.store_model import PredictionError
         from gpuperf_magics.store import Store, StoreError, StoreNotFoundError
 
         args = _parse(self.predict_time, line)
         var = _variable(args.variable)
         if args.remaining is not None and args.widget:
             raise UsageError("--remaining and -w do not go together")
+        if args.deadline is not None and not args.widget:
+            raise UsageError("--deadline goes with -w (the panel's offers table)")
         try:
             opts = prediction_options.read(args)
             # Only read here: a mistyped path is named as such, not taken for an empty store.
@@ -286,17 +287,14 @@ class GpuPerf(Magics):
         except (ValueError, StoreError) as exc:  # PredictionError is a ValueError
             raise UsageError(str(exc)) from None
         try:
-            if opts.remaining:
-                result: Prediction | WhatIfPanel | Remaining = self._remaining(opts, store)
-            elif args.widget:
-                result = self._panel(opts, store)
-            else:
-                result = predict.predict_time(
-                    store, opts.name, batch_sizes=opts.batch_sizes,
-                    iterations=opts.iterations, epochs=opts.epochs, samples=opts.samples,
-                    gpus=opts.gpus, gpu_count=opts.gpu_count, settings=opts.settings,
-                )
-        except (predict.PredictionError, StoreError) as exc:
+            with flag_spelling():  # messages name this magic's flags
+                if opts.remaining:
+                    result: Prediction | WhatIfPanel | Remaining = self._remaining(opts, store)
+                elif args.widget:
+                    result = self._panel(opts, store)
+                else:
+                    result = predict.predict_time(store, opts.job)
+        except (PredictionError, StoreError) as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # a price file that cannot be read (PriceError)
             from gpuperf_magics.hardware.prices import PriceError
@@ -316,28 +314,19 @@ class GpuPerf(Magics):
         """``--remaining [RUN_ID]``: the rest of a partly recorded run."""
         from gpuperf_magics.prediction.remaining import remaining_time
 
-        return remaining_time(store, opts.run_id, gpu=opts.gpus[0] if opts.gpus else None,
-                              gpu_count=opts.gpu_count, prices=self.prices)
+        return remaining_time(store, opts.run_id, opts.job, prices=self.prices)
 
     def _panel(self, opts: PredictionOptions, store: Store) -> WhatIfPanel:
-        """The what-if panel opened at the line's values (``-w``)."""
-        from gpuperf_magics.prediction import predict
+        """The what-if panel opened at the line's job (``-w``)."""
+        from gpuperf_magics.prediction.store_model import PredictionError
         from gpuperf_magics.skins.widgets import what_if
 
-        batches = opts.batch_sizes
-        if batches is not None and len(batches) > 1:
-            raise UsageError("-w opens the panel at one batch size (it answers for one "
-                             f"configuration at a time); got {len(batches)}: pick one")
-        if opts.settings:
+        if opts.job.settings:
             raise UsageError("-w does not take --set: the panel has a control per feature")
         try:
-            return what_if(
-                store, opts.name, batch_size=batches[0] if batches else None,
-                gpus=opts.gpus, gpu_count=opts.gpu_count, epochs=opts.epochs,
-                iterations=opts.iterations, samples=opts.samples, prices=self.prices,
-            )
+            return what_if(store, opts.job, prices=self.prices)
         except ValueError as exc:  # a starting value or a price file the panel cannot take
-            if isinstance(exc, predict.PredictionError):
+            if isinstance(exc, PredictionError):
                 raise
             raise UsageError(str(exc)) from None
 
@@ -346,21 +335,6 @@ def _live_wanted(shell: Any) -> bool:
     """The live line needs a front end that updates an output in place: a Jupyter kernel.
     A terminal would print every update as a new line."""
     return getattr(shell, "kernel", None) is not None
-
-
-class _UpdatingLine:
-    """One output, created at the first line and replaced by each later one."""
-
-    def __init__(self) -> None:
-        self._handle: Any = None
-
-    def __call__(self, text: str) -> None:
-        from IPython.display import display
-
-        if self._handle is None:
-            self._handle = display({"text/plain": text}, raw=True, display_id=True)
-        else:
-            self._handle.update({"text/plain": text}, raw=True)
 
 
 def load(shell: InteractiveShell) -> None:

@@ -2,18 +2,22 @@
 
 ``%predict_time --widget`` (or :func:`what_if`) shows a batch size, a job length (epochs ×
 samples per epoch, or iterations), a GPU and a GPU count, plus a control per numeric feature of
-the store; every change re-predicts with the fitted model cached (no refit) and shows the
-answer with its kind and measured error and the assumptions it rests on, a plot of the job's
-time against batch size (measured points marked, the interval as a band, extrapolation dashed)
-and the offers table of :func:`gpuperf_magics.offers` (job time and cost per priced
-instance, a deadline picking the cheapest that meets it). An error inside a callback is shown
-in the panel, never lost in the kernel's log.
+the store; the panel opens at a :class:`~gpuperf_magics.prediction.job.Job`'s values. Every
+change predicts once, with the fitted model cached (no refit): the prediction over the
+plot's batch sizes, whose row at the chosen batch size and GPU is the answer, shown by the
+display code of ``%predict_time`` (:mod:`gpuperf_magics.prediction.display`) with the notes on
+what it assumes; a plot of the job's time against batch size (measured points marked, the
+interval as a band, extrapolation dashed); and the offers table of
+:func:`gpuperf_magics.offers` (job time and cost per priced instance, a deadline picking the
+cheapest that meets it). An error inside a callback is shown in the panel and logged, never
+lost in the kernel's log.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Any
+import logging
+from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics.skins import plot
 from gpuperf_magics.skins.panel_controls import (
@@ -24,12 +28,12 @@ from gpuperf_magics.skins.panel_controls import (
     starting_value,
 )
 
-# The controls' defaults moved to panel_controls (issue 11); importable from here as before.
-from gpuperf_magics.skins.panel_controls import ASSUMED_SAMPLES as ASSUMED_SAMPLES
-from gpuperf_magics.skins.panel_controls import DEFAULT_EPOCHS as DEFAULT_EPOCHS
-from gpuperf_magics.skins.panel_controls import DEFAULT_OFFERS as DEFAULT_OFFERS
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.prediction.job import Job
 
 __all__ = ["WhatIfPanel", "what_if"]
+
+_log = logging.getLogger(__name__)
 
 
 class WhatIfPanel(PanelControls):
@@ -44,38 +48,40 @@ class WhatIfPanel(PanelControls):
     ----------
     store : path or Store, optional
         The store whose completed runs the model learns from.
-    network : str, optional
-        Network shown first (default: the latest run's).
-    batch_size : int, optional
-        Batch size (default: the latest run's, else 32).
-    gpus : list of str, optional
-        GPUs to look at, by any name of :func:`gpuperf_magics.gpus` (matched tolerantly, as
-        ``--gpu`` is). The first is selected; all of them are listed first among the GPU
-        choices, after the measured device. A single string is one name.
-    gpu_count : int, optional
-        GPUs per job (default: as measured, at least 1); used when a GPU is selected.
-    epochs : float, optional
-        Epochs of the job (default 10); the job's iterations are epochs × ⌈samples ÷ batch⌉.
-    iterations : int, optional
-        Iterations of the job, instead of epochs: the panel opens with the job length given
-        in iterations. Not together with ``epochs``.
-    samples : int, optional
-        Samples per epoch (default: the dataset size the store recorded, else 50,000, which
-        the panel then says it assumed).
+    job : Job or str, optional
+        The job the panel opens at (:class:`~gpuperf_magics.prediction.job.Job`), or a network
+        name; what it leaves out comes from the network's latest run:
+
+        - ``network``: shown first (default: the latest run's);
+        - ``batch_sizes``: one batch size (default: the latest run's, else 32);
+        - ``gpus``: GPUs to look at, by any name of :func:`gpuperf_magics.gpus` (matched
+          tolerantly, as ``--gpu`` is). The first is selected; all of them are listed first
+          among the GPU choices, after the measured device;
+        - ``gpu_count``: GPUs per job (default: as measured, at least 1), used when a GPU is
+          selected;
+        - ``epochs`` (default 10; iterations are epochs × ⌈samples ÷ batch⌉) and ``samples``
+          per epoch (default: the dataset size the store recorded, else 50,000, which the
+          panel then says it assumed), or ``iterations``: the panel then opens with the job
+          length given in iterations;
+        - ``settings``: starting values of the feature controls;
+        - ``coverage``: of the intervals (default: the model's);
+        - ``deadline_s``: seconds the job may take (the control shows hours): the offers
+          table marks the cheapest offer that meets it.
     prices : path or DataFrame, optional
         A price file merged over the built-in prices (see
         :func:`gpuperf_magics.hardware.prices.prices`).
-    deadline_h : float, optional
-        Hours the job may take: the offers table marks the cheapest offer that meets it.
+    **fields
+        Fields of a :class:`~gpuperf_magics.prediction.job.Job`, over those of ``job``.
 
     Raises
     ------
     ValueError
         A starting value is not a finite positive number within the control's range, a GPU
         name is unknown (:class:`~gpuperf_magics.hardware.catalog.UnknownGPUError`, with close
-        matches), or both ``epochs`` and ``iterations`` are given.
+        matches).
     PredictionError
-        The store has no completed run, or ``network`` is not one of its networks.
+        A job that is no job (both ``epochs`` and ``iterations``, several batch sizes), a
+        store with no completed run, or a ``network`` that is not one of its networks.
 
     Attributes
     ----------
@@ -83,6 +89,9 @@ class WhatIfPanel(PanelControls):
         The panel to display.
     result : ipywidgets.HTML
         The answer, the notes on what it assumes, or why there is no answer.
+    answer : Prediction or None
+        The prediction shown: one row, the chosen batch size on the chosen device (None
+        when there is no answer).
     text : str
         ``result`` as plain text.
     plot : ipywidgets.Output
@@ -97,36 +106,27 @@ class WhatIfPanel(PanelControls):
         Hours the job may take (0: no deadline).
     """
 
-    def __init__(
-        self,
-        store: Any = None,
-        network: str | None = None,
-        *,
-        batch_size: int | None = None,
-        gpus: list[str] | None = None,
-        gpu_count: int | None = None,
-        epochs: float | None = None,
-        iterations: int | None = None,
-        samples: int | None = None,
-        prices: Any = None,
-        deadline_h: float | None = None,
-    ) -> None:
+    def __init__(self, store: Any = None, job: Job | str | None = None, *,
+                 prices: Any = None, **fields: Any) -> None:
         from gpuperf_magics.hardware.catalog import canonical_names
         from gpuperf_magics.hardware.prices import prices as load_prices
+        from gpuperf_magics.prediction.job import Job
         from gpuperf_magics.prediction.predict import predict_time
         from gpuperf_magics.prediction.store_model import fit_store, resolve_network
         from gpuperf_magics.store import Store
 
-        batch_size = starting_value("batch_size", batch_size, whole=True)
-        gpu_count = starting_value("gpu_count", gpu_count, whole=True)
-        epochs = starting_value("epochs", epochs, whole=False)
-        iterations = starting_value("iterations", iterations, whole=True)
-        samples = starting_value("samples", samples, whole=True)
-        if deadline_h is not None:
-            deadline_h = starting_value("deadline_h", deadline_h, whole=False)
-        if iterations is not None and epochs is not None:
-            raise ValueError("give either iterations or epochs (× samples), not both")
-        self._requested = canonical_names(gpus)
+        job = Job.of(job, **fields)
+        network, gpus = job.network, job.gpus
+        batch_size = starting_value("batch_size", job.one_batch_size("the panel"), whole=True)
+        gpu_count = starting_value("gpu_count", job.gpu_count, whole=True)
+        epochs = starting_value("epochs", job.epochs, whole=False)
+        iterations = starting_value("iterations", job.iterations, whole=True)
+        samples = starting_value("samples", job.samples, whole=True)
+        deadline_h = None
+        if job.deadline_s is not None:
+            deadline_h = starting_value("deadline_h", job.deadline_s / 3600, whole=False)
+        self._opening = job
+        self._requested = canonical_names(list(gpus) if gpus else None)
         self._prices = prices
         price_table = load_prices(prices)  # a bad price file fails here, not in a callback
 
@@ -138,6 +138,8 @@ class WhatIfPanel(PanelControls):
             fit_store(self.store, network)  # raises: nothing to learn from, and says what to do
         first = resolve_network(all_runs, network)
 
+        self._text: str | None = None  # the answer as plain text, when there is one
+        self.answer: Any = None
         self._quiet = True  # no prediction while the controls are being set up
         self._build_controls(list(dict.fromkeys(all_runs["network"])), first, price_table,
                              batch_size=batch_size, epochs=epochs, samples=samples,
@@ -237,7 +239,8 @@ class WhatIfPanel(PanelControls):
                 if name in BASE_FEATURES:
                     continue
                 known = runs[name].dropna()
-                control = w.FloatText(value=float(known.iloc[-1]), description=name,
+                start = self._opening.settings.get(name, float(known.iloc[-1]))
+                control = w.FloatText(value=start, description=name,
                                       style=self._style, layout=self._layout)
                 control.observe(self._update, names="value")
                 self.features[name] = control
@@ -270,26 +273,46 @@ class WhatIfPanel(PanelControls):
         if len(self.network.options) > 1:
             hint = "<p>Choose another network above.</p>"
         self.result.value = f"<p style='color:#b00'>{html.escape(message)}</p>{hint}"
+        self._text = None
+        self.answer = None
 
     def _update(self, change: Any = None) -> None:
         """Re-answer after a change; any error, expected or not, is shown in the panel (an
-        observer's exception would otherwise only reach the kernel's log)."""
+        observer's exception would otherwise only reach the kernel's log) and logged."""
         if self._quiet:
             return
         try:
             self._answer()
         except Exception as exc:
+            _log.exception("the what-if panel failed")
             self._show_error(f"the panel failed: {type(exc).__name__}: {exc}")
         try:
             self._refresh_snapshot()
         except Exception as exc:  # pragma: no cover - the live panel matters more
+            _log.exception("the what-if panel's saved answer could not be updated")
             self._show_error(f"the saved answer could not be updated: {exc}")
 
+    def job(self) -> Job:
+        """The job the controls describe now (one batch size, the chosen GPU and count)."""
+        from gpuperf_magics.prediction.job import Job
+
+        on_gpu = self.gpu.value != self._here or self._measured is not None
+        return Job(
+            network=self.network.value, batch_sizes=[self.batch_size.value],
+            gpus=[self.gpu.value] if self.gpu.value != self._here else None,
+            gpu_count=self.gpu_count.value if on_gpu else None,
+            settings={k: v.value for k, v in self.features.items()},
+            coverage=self._opening.coverage,
+            deadline_s=self.deadline.value * 3600 if self.deadline.value else None,
+            **self._length())
+
     def _answer(self) -> None:
+        """One prediction over the plot's batch sizes: its row at the chosen batch size and
+        device is the answer (shown as ``%predict_time`` shows one), all of it the plot."""
         from gpuperf_magics.hardware.catalog import UnknownGPUError
-        from gpuperf_magics.prediction.predict import PredictionError
+        from gpuperf_magics.prediction import display
+        from gpuperf_magics.prediction.store_model import PredictionError
         from gpuperf_magics.store import StoreError
-        from gpuperf_magics.units import format_duration
 
         if self._error is not None:
             self._show_error(self._error)
@@ -297,20 +320,19 @@ class WhatIfPanel(PanelControls):
             self.offers_view.value = ""
             return
         on_gpu = self.gpu.value != self._here or self._measured is not None
-        length = self._length()
+        job = self.job()
         try:
             prediction = self._predict_time(
-                self.store, self.network.value, batch_sizes=[self.batch_size.value],
-                gpus=[self.gpu.value] if self.gpu.value != self._here else None,
-                gpu_count=self.gpu_count.value if on_gpu else None,
-                settings={k: v.value for k, v in self.features.items()}, **length,
-            )
+                self.store, job.with_(batch_sizes=self._plot_batches(), deadline_s=None))
         except (PredictionError, UnknownGPUError, StoreError) as exc:
             self._show_error(str(exc))
             self.plot.outputs = ()
             self.offers_view.value = ""
             return
-        row = prediction.frame.iloc[-1]
+        frame = prediction.frame
+        here = frame[frame["batch_size"] == self.batch_size.value]
+        answer = prediction.rows(here.index[-1:])  # the chosen GPU's row comes last
+        row = answer.frame.iloc[0]
         if self.length.value == "epochs":
             # Shown for reference, and the starting point when switching to iterations.
             self._quiet = True
@@ -318,20 +340,16 @@ class WhatIfPanel(PanelControls):
                 self.iterations.value = min(int(row["iterations"]), _BOUNDS["iterations"][1])
             finally:
                 self._quiet = False
-        kind = row["kind"] + (f" ({row['detail']})" if row["detail"] else "")
-        notes = "".join(f"<p style='color:#8a5a00'>note: {html.escape(n)}</p>"
-                        for n in self._notes(on_gpu))
-        self.result.value = (
-            f"<p style='font-size:1.3em'><b>{format_duration(row['time_s'])}</b> "
-            f"for {int(row['iterations']):,} iterations "
-            f"({format_duration(row['time_low_s'])} – {format_duration(row['time_high_s'])})"
-            f"</p><p>{html.escape(kind)} · expected error ±{100 * row['expected_mape']:.0f}% · "
-            f"{html.escape(prediction.header())}</p>{notes}"
-        )
-        for part, show in ((self._draw, self.plot), (self._show_offers, self.offers_view)):
+        notes = self._notes(on_gpu)
+        self.result.value = display.as_html(answer, notes)
+        self._text = display.as_text(answer, notes)
+        self.answer = answer
+        for part, show in ((lambda: self._draw(prediction, job), self.plot),
+                           (lambda: self._show_offers(job), self.offers_view)):
             try:
-                part(on_gpu)
+                part()
             except Exception as exc:  # one part failing leaves the others standing
+                _log.exception("a part of the what-if panel failed")
                 message = f"<p style='color:#b00'>{html.escape(type(exc).__name__)}: " \
                           f"{html.escape(str(exc))}</p>"
                 if show is self.plot:
@@ -347,45 +365,35 @@ class WhatIfPanel(PanelControls):
     def _plot_batches(self) -> list[int]:
         return plot.batch_sizes(list(self._measured_per_iteration), self.batch_size.value)
 
-    def _draw(self, on_gpu: bool) -> None:
+    def _draw(self, prediction: Any, job: Job) -> None:
         """Job time against batch size on the measured device and the chosen GPU, drawn into
         a new PNG that replaces the last one in ``plot`` (one update: no flicker)."""
-        chosen = self.gpu.value if self.gpu.value != self._here else None
-        prediction = self._predict_time(
-            self.store, self.network.value, batch_sizes=self._plot_batches(),
-            gpus=[chosen] if chosen else None,
-            gpu_count=self.gpu_count.value if on_gpu else None,
-            settings={k: v.value for k, v in self.features.items()}, **self._length(),
-        )
         self.figure = plot.job_time_figure(prediction.frame, plot.JobPlot(
             network=self.network.value, here=self._here,
             measured_per_iteration=self._measured_per_iteration,
-            batch_size=self.batch_size.value,
-            deadline_s=self.deadline.value * 3600 if self.deadline.value else None))
+            batch_size=self.batch_size.value, deadline_s=job.deadline_s))
         self.plot.outputs = (plot.png_output(self.figure,
                                              f"<plot of {self.network.value}'s job time>"),)
 
-    def _show_offers(self, on_gpu: bool) -> None:
+    def _show_offers(self, job: Job) -> None:
         from gpuperf_magics.prediction.offers import offers
 
         if not self.instances.value:
             self.offers = None
             self.offers_view.value = "<p>Choose offers above to compare their cost.</p>"
             return
-        self.offers = offers(
-            self.store, self.network.value, batch_size=self.batch_size.value,
-            settings={k: v.value for k, v in self.features.items()},
-            instances=list(self.instances.value), prices=self._prices,
-            deadline_s=self.deadline.value * 3600 if self.deadline.value else None,
-            **self._length(),
-        )
+        self.offers = offers(self.store, job.with_(gpus=None, gpu_count=None),
+                             instances=list(self.instances.value), prices=self._prices)
         self.offers_view.value = self.offers._repr_html_()
 
     @property
     def text(self) -> str:
-        """The current answer as plain text, one paragraph a line (for tests and logs)."""
+        """The current answer as plain text: as ``print(prediction)`` shows it, or the
+        message of why there is none (for tests and logs)."""
         import re
 
+        if self._text is not None:
+            return self._text
         paragraphs = re.sub(r"</p>\s*", "\n", self.result.value)
         return html.unescape(re.sub(r"<[^>]+>", "", paragraphs)).strip()
 
@@ -414,35 +422,21 @@ class WhatIfPanel(PanelControls):
                                  raw=True, display_id=True)
 
 
-def what_if(
-    store: Any = None,
-    network: str | None = None,
-    *,
-    batch_size: int | None = None,
-    gpus: list[str] | None = None,
-    gpu_count: int | None = None,
-    epochs: float | None = None,
-    iterations: int | None = None,
-    samples: int | None = None,
-    prices: Any = None,
-    deadline_h: float | None = None,
-) -> WhatIfPanel:
+def what_if(store: Any = None, job: Job | str | None = None, *, prices: Any = None,
+            **fields: Any) -> WhatIfPanel:
     """The what-if panel for a store (display it as the last expression of a cell).
 
     Parameters
     ----------
     store : path or Store, optional
         The store to learn from (default: ``$GPUPERF_STORE`` or the per-user store).
-    network : str, optional
-        Network shown first (default: the latest run's).
-    batch_size, gpus, gpu_count, epochs, iterations, samples : optional
-        Starting values of the controls, as for :class:`WhatIfPanel` (``%predict_time -w``
-        passes ``--batch-size``, ``--gpu``, ``--gpu-count``, ``--epochs``, ``--iterations``
-        and ``--samples`` here).
+    job : Job or str, optional
+        The job the panel opens at, or a network name (see :class:`WhatIfPanel`;
+        ``%predict_time -w`` passes the job its options describe).
     prices : path or DataFrame, optional
         A price file merged over the built-in prices (``%config GpuPerf.prices``).
-    deadline_h : float, optional
-        Hours the job may take (the offers table marks the cheapest offer meeting it).
+    **fields
+        Fields of a :class:`~gpuperf_magics.prediction.job.Job`, over those of ``job``.
 
     Returns
     -------
@@ -458,8 +452,7 @@ def what_if(
 
     Examples
     --------
-    >>> what_if("runs.sqlite", batch_size=48, gpus=["T4"], epochs=3, samples=1000)  # doctest: +SKIP
+    >>> what_if("runs.sqlite", batch_sizes=[48], gpus=["T4"], epochs=3,
+    ...         samples=1000, deadline_s=3 * 3600)  # doctest: +SKIP
     """
-    return WhatIfPanel(store, network, batch_size=batch_size, gpus=gpus, gpu_count=gpu_count,
-                       epochs=epochs, iterations=iterations, samples=samples, prices=prices,
-                       deadline_h=deadline_h)
+    return WhatIfPanel(store, job, prices=prices, **fields)
