@@ -168,3 +168,16 @@ def test_job_sizes_are_checked_before_the_store_is_read(tmp_path, keywords, mess
     with pytest.raises(PredictionError, match=message):
         predict.predict_time(tmp_path / "absent.sqlite", **keywords)
     assert not (tmp_path / "absent.sqlite").exists()
+
+
+def test_more_gpus_than_measured_add_the_all_reduce_of_the_runs_parameters(tmp_path):
+    # arch_params is no feature here (one network, one size), yet a move to 4 GPUs needs it.
+    rows = [{"network": "net", "gpu": "Tesla T4", "gpu_count": 1, "batch_size": b,
+             "iterations": 100, "time_s": 100 * (0.01 + b * 0.001), "arch_params": 25e6}
+            for b in (32, 64, 128)]
+    path = tmp_path / "t4.sqlite"
+    gm.Store(path).import_table(pd.DataFrame(rows))
+    one = predict.predict_time(path, batch_sizes=[64]).frame
+    four = predict.predict_time(path, batch_sizes=[64], gpu_count=4).frame
+    assert "all-reduce" in four["detail"].iloc[0] and "weak scaling" in four["detail"].iloc[0]
+    assert four["time_s"].iloc[0] > one["time_s"].iloc[0]

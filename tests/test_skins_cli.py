@@ -345,3 +345,21 @@ def test_import_errors_speak_the_options_the_user_typed(tmp_path):
     # The Python API still speaks its own arguments.
     with pytest.raises(ValueError, match=r"mapping=\{'<column>': 'time_s'\}"):
         gm.Store(store).import_table(missing, network="n")
+
+
+def test_sync_bar_draws_large_copies_and_nothing_when_quiet() -> None:
+    import io
+
+    from gpuperf_magics.skins.cli import SyncBar
+
+    stream = io.StringIO()
+    bar = SyncBar(quiet=False, stream=stream)
+    for done in (0, 600, 1200):
+        bar(done, 1200)
+    bar.close()
+    assert "1200/1200" in stream.getvalue() and "sync" in stream.getvalue()
+    small = io.StringIO()
+    SyncBar(quiet=False, stream=small)(5, 50)  # a small copy into a pipe: no bar
+    quiet = io.StringIO()
+    SyncBar(quiet=True, stream=quiet)(5, 5000)
+    assert small.getvalue() == "" and quiet.getvalue() == ""

@@ -115,20 +115,6 @@ def test_sync_command(tmp_path: Path, pg_store_url: str) -> None:
     assert same.returncode == 2 and "into itself" in same.stderr
 
 
-def test_progress_bar_for_large_copies(capsys: pytest.CaptureFixture[str]) -> None:
-    from gpuperf_magics.skins.cli import _Bar
-
-    bar = _Bar(quiet=False)
-    for done in (0, 600, 1200):
-        bar(done, 1200)
-    bar.close()
-    err = capsys.readouterr().err
-    assert "[" + "#" * 30 + "] 1,200/1,200 runs" in err and err.endswith("\n")
-    quiet = _Bar(quiet=True)
-    quiet(5, 5000)
-    assert capsys.readouterr().err == ""
-
-
 def test_sync_into_a_new_file_creates_it(tmp_path: Path, pg_store_url: str) -> None:
     team = Store(pg_store_url)
     _fill(team)

@@ -233,6 +233,11 @@ def _ask(fitted: StoreModel, runs: pd.DataFrame, configs: pd.DataFrame,
     parts = []
     if on_model.any():
         asked = configs.loc[on_model, fitted.features]
+        # Not features (every run of the network has the same), but what a move to more GPUs
+        # needs: the gradients an all-reduce carries are the latest run's parameters.
+        for col in ("arch_params", "arch_dtype"):
+            if col not in asked.columns and col in runs.columns and pd.notna(runs[col].iloc[-1]):
+                asked = asked.assign(**{col: runs[col].iloc[-1]})
         if fitted.precision is not None:
             asked = asked.assign(precision=fitted.precision)
         try:

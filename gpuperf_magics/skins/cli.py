@@ -285,29 +285,39 @@ def _migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sync(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
+class SyncBar:
+    """``progress(done, total)`` for :meth:`Store.sync_to`, drawn by ``tqdm.auto`` on stderr.
 
+    On a terminal the bar is redrawn in place; into a pipe or a log only a copy large enough
+    to wait for (1,000 runs) shows one; ``quiet`` draws nothing.
+    """
+
+    def __init__(self, quiet: bool, stream: Any = None) -> None:
+        self.quiet, self.stream, self.bar = quiet, stream or sys.stderr, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.quiet or total == 0 or (total < 1000 and not self.stream.isatty()):
+            return
+        if self.bar is None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc="sync", unit=" runs", file=self.stream)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _sync(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
 
     source = Store(args.src, must_exist=True)  # a mistyped SRC is not an empty store
-    # On a terminal the bar is redrawn in place; into a pipe or a log only a copy large
-    # enough to wait for shows one (tqdm's own choice of where and how to draw).
-    bar: Any = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if args.quiet or total == 0 or (total < 1000 and not sys.stderr.isatty()):
-            return
-        if bar is None:
-            bar = tqdm(total=total, desc="sync", unit=" runs", file=sys.stderr)
-        bar.update(done - bar.n)
-
+    bar = SyncBar(args.quiet)
     try:
-        result = source.sync_to(Store(args.dst), progress=progress)
+        result = source.sync_to(Store(args.dst), progress=bar)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     print(result)
     return 0
 
