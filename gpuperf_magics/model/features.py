@@ -162,13 +162,17 @@ def physical_terms(
 def _distinct_columns(terms: np.ndarray) -> list[int]:
     """Indices of the first of each group of (relatively) identical columns."""
     keep: list[int] = []
-    seen: list[np.ndarray] = []
+    seen = np.empty((terms.shape[0], terms.shape[1]))  # the kept columns, scaled, side by side
     for j in range(terms.shape[1]):
         col = terms[:, j]
         scale = np.max(np.abs(col)) or 1.0
-        if any(np.allclose(col / scale, s, rtol=1e-9, atol=1e-12) for s in seen):
+        scaled = col / scale
+        # np.allclose(scaled, s) against every kept s at once (the same test, element by
+        # element: |scaled - s| <= atol + rtol * |s|).
+        if keep and np.isclose(scaled[:, None], seen[:, :len(keep)], rtol=1e-9,
+                               atol=1e-12).all(axis=0).any():
             continue
-        seen.append(col / scale)
+        seen[:, len(keep)] = scaled
         keep.append(j)
     return keep
 
