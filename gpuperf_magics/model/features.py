@@ -167,11 +167,15 @@ def _distinct_columns(terms: np.ndarray) -> list[int]:
         col = terms[:, j]
         scale = np.max(np.abs(col)) or 1.0
         scaled = col / scale
-        # np.allclose(scaled, s) against every kept s at once (the same test, element by
-        # element: |scaled - s| <= atol + rtol * |s|).
-        if keep and np.isclose(scaled[:, None], seen[:, :len(keep)], rtol=1e-9,
-                               atol=1e-12).all(axis=0).any():
-            continue
+        # np.allclose(scaled, s, rtol=1e-9, atol=1e-12) against every kept s at once: the
+        # same test, element by element, as np.isclose spells it.
+        if keep:
+            s = seen[:, :len(keep)]
+            x = scaled[:, None]
+            with np.errstate(invalid="ignore"):
+                close = (np.abs(x - s) <= 1e-12 + 1e-9 * np.abs(s)) & np.isfinite(s) | (x == s)
+            if close.all(axis=0).any():
+                continue
         seen[:, len(keep)] = scaled
         keep.append(j)
     return keep
