@@ -66,7 +66,9 @@ class NetworkFit:
     batch_sizes: list[float] = field(default_factory=list)
     transfer: TransferPrior | None = None
     physical: Any = None  # the linear-space (floor + compute × h) model of the default method
-    transfer_method: str = "ratio"  # "physical", "ratio" or "both" (see choose_transfer)
+    # "physical", "ratio" or "both" (see choose_transfer), or the test that chooses it, run
+    # when a move to another GPU first asks (:attr:`transfer_method`).
+    transfer_choice: str | _TransferChoice = "ratio"
     # Every run covered the same number of iterations: nothing tells a set-up cost from the
     # time of an iteration, so the model learns the time of one and a job scales with its count.
     per_iteration: bool = False
@@ -75,6 +77,18 @@ class NetworkFit:
     # Ranges of the features on each measured GPU (key: its rounded hardware row).
     ranges_by_hw: dict[tuple[float, ...], dict[str, tuple[float, float]]] = field(
         default_factory=dict)
+
+    @property
+    def transfer_method(self) -> str:
+        """How a move to an unmeasured GPU is made ("physical", "ratio" or "both").
+
+        Chosen by a fit-time test (:func:`choose_transfer`, a further fit of the linear
+        model) that only moves to another GPU read: the validation's refits mostly predict
+        measured GPUs, so the test runs on first use, on the fit's own data, and is kept.
+        """
+        if not isinstance(self.transfer_choice, str):
+            self.transfer_choice = self.transfer_choice()
+        return self.transfer_choice
 
 
 @dataclass(frozen=True)
@@ -88,6 +102,23 @@ class FitSettings:
     prior: TransferPrior  # ρ and its error where the network's own runs do not tell them
 
 
+@dataclass(frozen=True)
+class _TransferChoice:
+    """The arguments of one :func:`choose_transfer` call, made when first needed."""
+
+    settings: FitSettings
+    feats: Table
+    its: np.ndarray
+    y: np.ndarray
+    arch: np.ndarray | None
+    hw_cols: list[str]
+    rho: float
+
+    def __call__(self) -> str:
+        return choose_transfer(self.settings, self.feats, self.its, self.y, self.arch,
+                               self.hw_cols, self.rho)
+
+
 @dataclass
 class _ModelChoice:
     """The fitted models of one network and the figures of the interpolating one."""
@@ -98,7 +129,7 @@ class _ModelChoice:
     n_configs: int
     transfer: TransferPrior | None = None
     physical: Any = None
-    transfer_method: str = "ratio"
+    transfer_method: str | _TransferChoice = "ratio"
 
 
 # ---------------------------------------------------------------------------- fitting
@@ -161,7 +192,9 @@ def _fit_default(settings: FitSettings, feats: Table, its: np.ndarray, y: np.nda
         m.fit(feats, its, y, arch=arch)
         candidates.append(m)
     physical: AnchoredNetworkModel | None = candidates[1]
-    transfer_method = choose_transfer(settings, feats, its, y, arch, hw_cols, rho)
+    # Copies: the test may run long after this fit, and must see this fit's data.
+    transfer_method = _TransferChoice(settings, feats, its.copy(), y.copy(),
+                                      None if arch is None else arch.copy(), list(hw_cols), rho)
     model = min(candidates, key=lambda m: m.anchor_mape)
     n_configs = model.n_configs
     cv = model.anchor_mape if n_configs >= 4 else float("nan")
