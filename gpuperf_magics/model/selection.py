@@ -247,7 +247,7 @@ def forward_select(
     prepared = [_prepare_fold(zs, y, w, tr, te, intercept) for tr, te in folds]
     grams = np.stack([fold.gram for fold in prepared]) if prepared else np.empty((0, p, p))
     moments = np.stack([fold.moment for fold in prepared]) if prepared else np.empty((0, p))
-    exp_y = [np.exp(fold.y_test) if log_target else None for fold in prepared]
+    exp_y = [np.exp(fold.y_test) if log_target else fold.y_test for fold in prepared]
     pool = list(range(p)) if candidates is None else [int(c) for c in candidates]
     chosen: list[int] = [int(r) for r in required]
     pool = [c for c in pool if c not in chosen]
