@@ -315,12 +315,16 @@ class AnchoredNetworkModel:
         self.anchor_mape = float(np.mean(np.abs(base - y) / y))
         if not self.anchor or self.n_configs < 2:
             return
-        d2 = _sqdist(self._train_coords, self._train_coords)
-        same = groups[:, None] == groups[None, :]
+        neg = -_sqdist(self._train_coords, self._train_coords)
+        # 0 where both rows are one configuration (leave it out), else 1: a kernel weight is
+        # finite and >= 0, so multiplying by it sets exactly what k[same] = 0 would.
+        other = (groups[:, None] != groups[None, :]).astype(float)
         best = np.mean(np.abs(base - y) / y)
+        k = np.empty_like(neg)  # one buffer for every bandwidth's weights (n x n)
         for h in BANDWIDTHS:
-            k = np.exp(-d2 / (2 * h * h))
-            k[same] = 0.0
+            np.divide(neg, 2 * h * h, out=k)
+            np.exp(k, out=k)
+            k *= other
             corr = (k @ self._resid) / (k.sum(axis=1) + 1e-3)
             err = np.mean(np.abs(base * np.exp(corr) - y) / y)
             if err < best - 1e-4:
