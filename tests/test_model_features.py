@@ -66,3 +66,48 @@ def test_physical_terms_offer_extra_columns_as_gpu_independent_terms() -> None:
     assert "it*gpu_sync" in names
     assert not any("gpu_sync" in n and "h" in n.split("*") for n in names)  # never × h
     np.testing.assert_allclose(terms[:, names.index("it*gpu_sync")], its * sync)
+
+
+def test_table_holds_the_frames_values_as_contiguous_float_arrays() -> None:
+    import pandas as pd
+
+    from gpuperf_magics.model.features import Table
+
+    frame = pd.DataFrame({"a": [1, 2, 3, 4], "b": [0.5, 1.5, 2.5, 3.5]})
+    table = Table.of(frame)
+    assert Table.of(table) is table
+    assert table.columns == ["a", "b"] and len(table) == 4 and "a" in table
+    for c in frame.columns:
+        assert table[c].flags.c_contiguous
+        np.testing.assert_array_equal(table[c], frame[c].to_numpy(dtype=float))
+    np.testing.assert_array_equal(table.matrix(["b", "a"]),
+                                  frame[["b", "a"]].to_numpy(dtype=float))
+    assert table.matrix([]).shape == (4, 0)
+    mask = np.array([True, False, True, False])
+    assert len(table.take(mask)) == 2 and len(table.take(np.array([3, 0, 1]))) == 3
+    np.testing.assert_array_equal(table.take(np.array([3, 0]))["a"], [4.0, 1.0])
+    assert table.select(["b"]).columns == ["b"]
+    moved = table.replace({"b": np.zeros(4)})
+    assert moved["b"].sum() == 0 and table["b"].sum() == 8.0  # the original is untouched
+
+
+def test_distinct_columns_keeps_what_pairwise_allclose_keeps() -> None:
+    from gpuperf_magics.model.features import _distinct_columns
+
+    def pairwise(terms: np.ndarray) -> list[int]:  # the definition, one pair at a time
+        keep: list[int] = []
+        seen: list[np.ndarray] = []
+        for j in range(terms.shape[1]):
+            col = terms[:, j] / (np.max(np.abs(terms[:, j])) or 1.0)
+            if any(np.allclose(col, s, rtol=1e-9, atol=1e-12) for s in seen):
+                continue
+            seen.append(col)
+            keep.append(j)
+        return keep
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n, p = rng.integers(1, 20), rng.integers(1, 20)
+        terms = rng.choice([0.0, 1.0, 2.0, -3.0], (n, p)) * rng.choice([1.0, 1e-13, 1e6], p)
+        terms[:, ::3] = terms[:, [0]] * (1 + rng.choice([0.0, 1e-10, 1e-8]))
+        assert _distinct_columns(terms) == pairwise(terms)

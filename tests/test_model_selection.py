@@ -51,3 +51,43 @@ def test_ridge_matches_scikit_learn_on_unscaled_columns() -> None:
     ref = Ridge(alpha=10.0).fit(z, y)
     np.testing.assert_allclose(coef, ref.coef_, rtol=1e-6)
     assert abs(icpt - ref.intercept_) < 1e-4 * max(1.0, abs(ref.intercept_))
+
+
+def test_stacked_fold_solves_equal_one_fold_at_a_time() -> None:
+    from gpuperf_magics.model.selection import _mape, _prepare_fold, _solve_batch, _solve_folds
+
+    rng = np.random.default_rng(3)
+    z = rng.uniform(0.5, 2, (40, 6))
+    z[:, 5] = z[:, 4]  # exactly collinear candidates: the jitter keeps them solvable
+    y = z[:, 0] + 0.2 * z[:, 1] - 0.3 * z[:, 2] + 0.01 * rng.standard_normal(40)
+    w = 1 / y**2
+    folds = [_prepare_fold(z, y, w, tr, te, False) for tr, te in _folds(40)]
+    grams = np.stack([f.gram for f in folds])
+    moments = np.stack([f.moment for f in folds])
+    subsets = np.column_stack([np.zeros(5, dtype=int), np.arange(1, 6)])
+    penalty = np.full(6, 1e-6)
+    for nonneg in (False, True):
+        one = np.stack([_solve_batch(f.gram, f.moment, subsets, penalty, nonneg) for f in folds])
+        np.testing.assert_array_equal(_solve_folds(grams, moments, subsets, penalty, nonneg), one)
+    assert np.all(_solve_folds(grams, moments, subsets, penalty, True) >= 0)
+    singular = np.zeros_like(grams)  # every system singular: each fold falls back to lstsq
+    np.testing.assert_array_equal(
+        _solve_folds(singular, moments, subsets, np.zeros(6), False),
+        np.stack([_solve_batch(g, m, subsets, np.zeros(6), False)
+                  for g, m in zip(singular, moments, strict=True)]))
+    pred = rng.uniform(1, 2, (3, 7))
+    np.testing.assert_array_equal(_mape(y[:7], pred), np.mean(np.abs(pred - y[:7]) / y[:7], -1))
+
+
+def test_stacked_nnls_equals_scipys_nnls_one_by_one() -> None:
+    from gpuperf_magics.model.selection import _nnls_gram, _nnls_many
+
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((6, 12, 4))
+    a = np.einsum("sik,sil->skl", m, m) + 1e-3 * np.eye(4)
+    b = rng.standard_normal((6, 4))
+    np.testing.assert_array_equal(_nnls_many(a, b),
+                                  np.stack([_nnls_gram(ai, bi) for ai, bi in zip(a, b)]))
+    a[2] = -np.eye(4)  # not positive definite: every system takes the one-by-one route
+    np.testing.assert_array_equal(_nnls_many(a, b),
+                                  np.stack([_nnls_gram(ai, bi) for ai, bi in zip(a, b)]))

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.features import evaluate_terms, physical_terms
+from gpuperf_magics.model.features import Table, evaluate_terms, physical_terms
 from gpuperf_magics.model.selection import forward_select, solve_subset
 from gpuperf_magics.model.transfer import hardware_factor
 
@@ -74,21 +74,23 @@ class AnchoredNetworkModel:
     sync: bool = True
     terms: list[str] = field(default_factory=list)
 
-    def hardware(self, features: pd.DataFrame) -> np.ndarray:
+    def hardware(self, features: pd.DataFrame | Table) -> np.ndarray:
         """``h = 1/peak + ρ/bandwidth`` of each row (see :mod:`~.transfer`)."""
-        tflops = features[self.hw_cols[0]].to_numpy(dtype=float)
-        bw = features[self.hw_cols[1]].to_numpy(dtype=float) if len(self.hw_cols) > 1 else None
+        table = Table.of(features)
+        tflops = table[self.hw_cols[0]]
+        bw = table[self.hw_cols[1]] if len(self.hw_cols) > 1 else None
         return hardware_factor(tflops, bw, self.rho)
 
     def fit(
         self,
-        features: pd.DataFrame,
+        features: pd.DataFrame | Table,
         iterations: np.ndarray,
         y: np.ndarray,
         arch: np.ndarray | None = None,
     ) -> None:
-        self.varying = [c for c in features.columns if np.ptp(features[c].to_numpy()) > 0]
-        raw = features[self.varying].to_numpy(dtype=float)
+        features = Table.of(features)  # columns read many times below: arrays, not pandas
+        self.varying = [c for c in features.columns if np.ptp(features[c]) > 0]
+        raw = features.matrix(self.varying)
         key = np.column_stack([raw, iterations])
         groups = config_groups(key)
         self.n_configs = int(groups.max()) + 1
@@ -102,14 +104,14 @@ class AnchoredNetworkModel:
 
     def _fit_linear(
         self,
-        features: pd.DataFrame,
+        features: Table,
         iterations: np.ndarray,
         y: np.ndarray,
         groups: np.ndarray,
         arch: np.ndarray | None,
     ) -> None:
         gpu_id = self._measured_gpus(features, len(y))
-        plain = features[self.plain].to_numpy(dtype=float)
+        plain = features.matrix(self.plain)
         w = 1.0 / y**2
         rounds = 2 if self.uses_h and len(self._gpus) >= 2 and self.efficiency else 1
         for r in range(rounds):
@@ -121,7 +123,7 @@ class AnchoredNetworkModel:
         if arch is not None and self.uses_h:
             self._fit_arch_efficiency(arch, gpu_id)
 
-    def _measured_gpus(self, features: pd.DataFrame, n_rows: int) -> np.ndarray:
+    def _measured_gpus(self, features: Table, n_rows: int) -> np.ndarray:
         """Set the hardware and plain columns and the measured GPUs; the GPU id of each row."""
         self.hw_cols = tuple(c for c in self.hw_cols if c in features.columns)
         self.uses_h = bool(self.hw_cols) and any(c in self.varying for c in self.hw_cols)
@@ -136,7 +138,7 @@ class AnchoredNetworkModel:
             # how a GPU never measured behaves; the column would only say it about this disk.
             self.plain = [c for c in self.plain if not _function_of(features, c, self.hw_cols)]
             self._gpus, gpu_id = np.unique(
-                features[list(self.hw_cols)].to_numpy(dtype=float), axis=0, return_inverse=True
+                features.matrix(self.hw_cols), axis=0, return_inverse=True
             )
             gpu_id = gpu_id.reshape(-1)
             self._log_eta = np.zeros(len(self._gpus))
@@ -193,26 +195,27 @@ class AnchoredNetworkModel:
                 by_arch.setdefault(a, []).append(float(self._log_eta[g]))
         self._arch_log_eta = {a: float(np.mean(v)) for a, v in by_arch.items()}
 
-    def _extra(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
+    def _extra(self, features: Table) -> dict[str, np.ndarray]:
         """GPU-independent extra columns: ``gpu_sync = 1 - 1/gpu_count`` (see :attr:`sync`)."""
         if not self.sync or "gpu_count" not in self.plain:
             return {}
-        g = np.maximum(features["gpu_count"].to_numpy(dtype=float), 1.0)
+        g = np.maximum(features["gpu_count"], 1.0)
         return {"gpu_sync": 1.0 - 1.0 / g}
 
-    def log_efficiency(self, features: pd.DataFrame, arch: np.ndarray | None = None) -> np.ndarray:
+    def log_efficiency(self, features: pd.DataFrame | Table,
+                       arch: np.ndarray | None = None) -> np.ndarray:
         """Log efficiency factor per row: the measured GPU's, else its architecture's, else 0."""
         out = np.zeros(len(features))
         if not self.uses_h or not len(self._gpus):
             return out
-        hw = features[list(self.hw_cols)].to_numpy(dtype=float)
+        hw = Table.of(features).matrix(self.hw_cols)
         same = np.isclose(hw[:, None, :], self._gpus[None, :, :], rtol=1e-6).all(-1)
-        for i in range(len(features)):
-            hit = np.flatnonzero(same[i])
-            if len(hit):
-                out[i] = self._log_eta[hit[0]]
-            elif arch is not None and isinstance(arch[i], str) and arch[i] in self._arch_log_eta:
-                out[i] = self._arch_log_eta[arch[i]]
+        hit = same.any(axis=1)
+        out[hit] = self._log_eta[np.argmax(same[hit], axis=1)]  # the first measured match
+        if arch is not None:
+            for i in np.flatnonzero(~hit):
+                if isinstance(arch[i], str) and arch[i] in self._arch_log_eta:
+                    out[i] = self._arch_log_eta[arch[i]]
         return out
 
     def _few_terms(self, names: list[str], iterations: np.ndarray) -> list[int]:
@@ -228,12 +231,12 @@ class AnchoredNetworkModel:
         return [names.index(t) for t in wanted if t in names]
 
     def _log_terms(
-        self, features: pd.DataFrame, iterations: np.ndarray
+        self, features: Table, iterations: np.ndarray
     ) -> tuple[np.ndarray, list[str]]:
         cols = [np.log(np.asarray(iterations, dtype=float))]
         names = ["log it"]
         for c in self.varying:
-            v = features[c].to_numpy(dtype=float)
+            v = features[c]
             cols.append(np.log(np.maximum(v, 1e-12)) if self._positive[c] else v)
             names.append(f"log {c}" if self._positive[c] else c)
         base = len(cols)
@@ -244,9 +247,9 @@ class AnchoredNetworkModel:
         return np.column_stack(cols), names
 
     def _fit_log(
-        self, features: pd.DataFrame, iterations: np.ndarray, y: np.ndarray, groups: np.ndarray
+        self, features: Table, iterations: np.ndarray, y: np.ndarray, groups: np.ndarray
     ) -> None:
-        self._positive = {c: bool(np.all(features[c].to_numpy() > 0)) for c in self.varying}
+        self._positive = {c: bool(np.all(features[c] > 0)) for c in self.varying}
         z, names = self._log_terms(features, iterations)
         ly = np.log(y)
         lit = 0 if np.ptp(iterations) > 0 else None
@@ -271,12 +274,13 @@ class AnchoredNetworkModel:
             self.coef, self._icpt = np.zeros(0), float(np.mean(ly))
 
     def backbone(
-        self, features: pd.DataFrame, iterations: np.ndarray, arch: np.ndarray | None = None
+        self, features: pd.DataFrame | Table, iterations: np.ndarray, arch: np.ndarray | None = None
     ) -> np.ndarray:
+        features = Table.of(features)
         if self.space == "log":
             z, _ = self._log_terms(features, iterations)
             return np.exp(np.clip(z[:, self._log_chosen] @ self.coef + self._icpt, -700, 700))
-        cols = {c: features[c].to_numpy(dtype=float) for c in self.plain}
+        cols = {c: features[c] for c in self.plain}
         cols.update(self._extra(features))
         cols["it"] = np.asarray(iterations, dtype=float)
         if self.uses_h:
@@ -285,17 +289,17 @@ class AnchoredNetworkModel:
         # A backbone that collapses to 0 (all coefficients clipped) must not divide by zero.
         return np.maximum(pred, 1e-12)
 
-    def _coords(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
-        cols = [features[c].to_numpy(dtype=float) for c in self.varying]
+    def _coords(self, features: Table, iterations: np.ndarray) -> np.ndarray:
+        cols = [features[c] for c in self.varying]
         cols.append(np.asarray(iterations, dtype=float))
         out = np.column_stack(cols)
         out[:, self._log_cols] = np.log(out[:, self._log_cols])
         return (out - self._center) / self._scale
 
     def _fit_anchor(
-        self, features: pd.DataFrame, iterations: np.ndarray, y: np.ndarray, groups: np.ndarray
+        self, features: Table, iterations: np.ndarray, y: np.ndarray, groups: np.ndarray
     ) -> None:
-        raw = np.column_stack([features[self.varying].to_numpy(dtype=float), iterations])
+        raw = np.column_stack([features.matrix(self.varying), iterations])
         self._log_cols = np.all(raw > 0, axis=0)
         logged = raw.copy()
         logged[:, self._log_cols] = np.log(logged[:, self._log_cols])
@@ -311,12 +315,16 @@ class AnchoredNetworkModel:
         self.anchor_mape = float(np.mean(np.abs(base - y) / y))
         if not self.anchor or self.n_configs < 2:
             return
-        d2 = _sqdist(self._train_coords, self._train_coords)
-        same = groups[:, None] == groups[None, :]
+        neg = -_sqdist(self._train_coords, self._train_coords)
+        # 0 where both rows are one configuration (leave it out), else 1: a kernel weight is
+        # finite and >= 0, so multiplying by it sets exactly what k[same] = 0 would.
+        other = (groups[:, None] != groups[None, :]).astype(float)
         best = np.mean(np.abs(base - y) / y)
+        k = np.empty_like(neg)  # one buffer for every bandwidth's weights (n x n)
         for h in BANDWIDTHS:
-            k = np.exp(-d2 / (2 * h * h))
-            k[same] = 0.0
+            np.divide(neg, 2 * h * h, out=k)
+            np.exp(k, out=k)
+            k *= other
             corr = (k @ self._resid) / (k.sum(axis=1) + 1e-3)
             err = np.mean(np.abs(base * np.exp(corr) - y) / y)
             if err < best - 1e-4:
@@ -324,22 +332,28 @@ class AnchoredNetworkModel:
                 self.loo_logres = np.log(y / (base * np.exp(corr)))
         self.anchor_mape = best
 
-    def correction(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+    def correction(self, features: pd.DataFrame | Table, iterations: np.ndarray) -> np.ndarray:
         """Log-correction of the backbone at each query (0 where the anchor is off)."""
         if self.bandwidth == 0.0:
             return np.zeros(len(features))
-        d2 = _sqdist(self._coords(features, iterations), self._train_coords)
+        d2 = _sqdist(self._coords(Table.of(features), iterations), self._train_coords)
         k = np.exp(-d2 / (2 * self.bandwidth**2))
         return (k @ self._resid) / (k.sum(axis=1) + 1e-3)
 
-    def predict(self, features: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+    def predict(self, features: pd.DataFrame | Table, iterations: np.ndarray) -> np.ndarray:
+        features = Table.of(features)
         base = self.backbone(features, iterations)
         return base * np.exp(self.correction(features, iterations))
 
 
-def _function_of(features: pd.DataFrame, col: str, keys: tuple[str, ...]) -> bool:
+def _function_of(features: Table, col: str, keys: tuple[str, ...]) -> bool:
     """True when ``col`` takes a single value within every group of equal ``keys``."""
-    return bool((features.groupby(list(keys))[col].nunique() <= 1).all())
+    _, group = np.unique(features.matrix(keys), axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    values = features[col]
+    order = np.lexsort((values, group))
+    same_group = group[order][1:] == group[order][:-1]
+    return not bool(np.any(same_group & (values[order][1:] != values[order][:-1])))
 
 
 def _sqdist(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import combinations
+from typing import Any
 
 import numpy as np
 
@@ -161,13 +162,21 @@ def physical_terms(
 def _distinct_columns(terms: np.ndarray) -> list[int]:
     """Indices of the first of each group of (relatively) identical columns."""
     keep: list[int] = []
-    seen: list[np.ndarray] = []
+    seen = np.empty((terms.shape[0], terms.shape[1]))  # the kept columns, scaled, side by side
     for j in range(terms.shape[1]):
         col = terms[:, j]
         scale = np.max(np.abs(col)) or 1.0
-        if any(np.allclose(col / scale, s, rtol=1e-9, atol=1e-12) for s in seen):
-            continue
-        seen.append(col / scale)
+        scaled = col / scale
+        # np.allclose(scaled, s, rtol=1e-9, atol=1e-12) against every kept s at once: the
+        # same test, element by element, as np.isclose spells it.
+        if keep:
+            s = seen[:, :len(keep)]
+            x = scaled[:, None]
+            with np.errstate(invalid="ignore"):
+                close = (np.abs(x - s) <= 1e-12 + 1e-9 * np.abs(s)) & np.isfinite(s) | (x == s)
+            if close.all(axis=0).any():
+                continue
+        seen[:, len(keep)] = scaled
         keep.append(j)
     return keep
 
@@ -202,3 +211,63 @@ def evaluate_terms(columns: dict[str, np.ndarray], term_names: Sequence[str]) ->
 def _split_factors(term: str) -> list[str]:
     """``"it*a*1/b"`` -> ``["it", "a", "1/b"]``."""
     return term.split("*")
+
+
+class Table:
+    """Float feature columns by name, each a contiguous array: what the per-network models
+    read of a feature frame.
+
+    A fit reads the same few columns hundreds of times (every candidate, refit and
+    prediction); a DataFrame's ``frame[col]`` costs far more than the arithmetic on a few
+    dozen rows, so the models convert a frame once (:meth:`of`) and index arrays after.
+    The values are the frame's own (``to_numpy(dtype=float)``), so nothing a model computes
+    changes.
+    """
+
+    __slots__ = ("_cols", "_n")
+
+    def __init__(self, cols: dict[str, np.ndarray], n: int) -> None:
+        self._cols = cols
+        self._n = n
+
+    @classmethod
+    def of(cls, features: object) -> Table:
+        """``features`` (a DataFrame of numeric columns, or a Table) as a Table."""
+        if isinstance(features, Table):
+            return features
+        frame: Any = features
+        cols = {c: np.ascontiguousarray(frame[c].to_numpy(dtype=float)) for c in frame.columns}
+        return cls(cols, len(frame))
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self._cols)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._cols
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._cols[name]
+
+    def matrix(self, names: Sequence[str]) -> np.ndarray:
+        """The columns ``names`` side by side, shape (rows, len(names))."""
+        if not len(names):
+            return np.empty((self._n, 0))
+        return np.column_stack([self._cols[c] for c in names])
+
+    def take(self, rows: np.ndarray) -> Table:
+        """The rows ``rows`` (integer positions or a boolean mask)."""
+        rows = np.asarray(rows)
+        n = int(rows.sum()) if rows.dtype == bool else len(rows)
+        return Table({c: v[rows] for c, v in self._cols.items()}, n)
+
+    def select(self, names: Sequence[str]) -> Table:
+        """Only the columns ``names``, in that order."""
+        return Table({c: self._cols[c] for c in names}, self._n)
+
+    def replace(self, values: dict[str, np.ndarray]) -> Table:
+        """A copy with the columns in ``values`` replaced (or added)."""
+        return Table({**self._cols, **values}, self._n)

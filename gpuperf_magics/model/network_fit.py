@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 
 from gpuperf_magics.model.anchored import AnchoredNetworkModel
+from gpuperf_magics.model.features import Table
 from gpuperf_magics.model.inputs import HARDWARE, Prepared
 from gpuperf_magics.model.paper import PaperNetworkModel
 from gpuperf_magics.model.transfer import (
     PRIOR_TRANSFER_MAPE,
     TransferPrior,
-    fit_rho,
+    fit_rho_arrays,
     hardware_factor,
     move_by_ratio,
 )
@@ -65,7 +66,9 @@ class NetworkFit:
     batch_sizes: list[float] = field(default_factory=list)
     transfer: TransferPrior | None = None
     physical: Any = None  # the linear-space (floor + compute × h) model of the default method
-    transfer_method: str = "ratio"  # "physical", "ratio" or "both" (see choose_transfer)
+    # "physical", "ratio" or "both" (see choose_transfer), or the test that chooses it, run
+    # when a move to another GPU first asks (:attr:`transfer_method`).
+    transfer_choice: str | _TransferChoice = "ratio"
     # Every run covered the same number of iterations: nothing tells a set-up cost from the
     # time of an iteration, so the model learns the time of one and a job scales with its count.
     per_iteration: bool = False
@@ -74,6 +77,18 @@ class NetworkFit:
     # Ranges of the features on each measured GPU (key: its rounded hardware row).
     ranges_by_hw: dict[tuple[float, ...], dict[str, tuple[float, float]]] = field(
         default_factory=dict)
+
+    @property
+    def transfer_method(self) -> str:
+        """How a move to an unmeasured GPU is made ("physical", "ratio" or "both").
+
+        Chosen by a fit-time test (:func:`choose_transfer`, a further fit of the linear
+        model) that only moves to another GPU read: the validation's refits mostly predict
+        measured GPUs, so the test runs on first use, on the fit's own data, and is kept.
+        """
+        if not isinstance(self.transfer_choice, str):
+            self.transfer_choice = self.transfer_choice()
+        return self.transfer_choice
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,23 @@ class FitSettings:
     prior: TransferPrior  # ρ and its error where the network's own runs do not tell them
 
 
+@dataclass(frozen=True)
+class _TransferChoice:
+    """The arguments of one :func:`choose_transfer` call, made when first needed."""
+
+    settings: FitSettings
+    feats: Table
+    its: np.ndarray
+    y: np.ndarray
+    arch: np.ndarray | None
+    hw_cols: list[str]
+    rho: float
+
+    def __call__(self) -> str:
+        return choose_transfer(self.settings, self.feats, self.its, self.y, self.arch,
+                               self.hw_cols, self.rho)
+
+
 @dataclass
 class _ModelChoice:
     """The fitted models of one network and the figures of the interpolating one."""
@@ -97,15 +129,17 @@ class _ModelChoice:
     n_configs: int
     transfer: TransferPrior | None = None
     physical: Any = None
-    transfer_method: str = "ratio"
+    transfer_method: str | _TransferChoice = "ratio"
 
 
 # ---------------------------------------------------------------------------- fitting
 def fit_network(settings: FitSettings, prep: Prepared, rows: np.ndarray,
                 y: np.ndarray) -> NetworkFit:
     """Fit one network's model on its ``rows`` of ``prep`` (seconds ``y``)."""
-    feats = prep.features.iloc[rows].reset_index(drop=True)
-    feats = feats.loc[:, feats.notna().all()]  # a CPU network beside GPU ones: no hardware
+    # Arrays, not pandas: a fit reads these columns hundreds of times (see features.Table).
+    feats = Table.of(prep.features).take(rows)
+    # A CPU network beside GPU ones: no hardware.
+    feats = feats.select([c for c in feats.columns if not np.isnan(feats[c]).any()])
     its = prep.iterations[rows]
     per_iteration = bool(len(its) and np.ptp(its) == 0 and its[0] != 1)
     if per_iteration:
@@ -113,14 +147,15 @@ def fit_network(settings: FitSettings, prep: Prepared, rows: np.ndarray,
     arch = prep.architecture[rows] if prep.architecture is not None else None
     hw_cols = [c for c in HARDWARE if c in feats.columns]
     if settings.method == "paper":
-        choice = _fit_paper(settings, feats, its, y)
+        frame = prep.features.iloc[rows].reset_index(drop=True)
+        choice = _fit_paper(settings, frame.loc[:, frame.notna().all()], its, y)
     else:
         choice = _fit_default(settings, feats, its, y, arch, hw_cols)
     ranges = {c: (float(feats[c].min()), float(feats[c].max())) for c in feats.columns}
     ranges["iterations"] = (float(its.min()), float(its.max()))
     hardware, labels, ranges_by_hw = _measured_hardware(feats, its, hw_cols,
                                                         prep.hardware_label[rows])
-    batch = sorted(feats["batch_size"].unique().tolist()) if "batch_size" in feats else []
+    batch = np.unique(feats["batch_size"]).tolist() if "batch_size" in feats else []
     transfer = choice.transfer if choice.transfer is not None else settings.prior
     return NetworkFit(
         choice.model, ranges, hardware, labels, hw_cols, choice.abs_logres, choice.cv,
@@ -143,7 +178,7 @@ def _fit_paper(settings: FitSettings, feats: pd.DataFrame, its: np.ndarray,
     return _ModelChoice(model, model.cv_mape, abs_logres, n_configs)
 
 
-def _fit_default(settings: FitSettings, feats: pd.DataFrame, its: np.ndarray, y: np.ndarray,
+def _fit_default(settings: FitSettings, feats: Table, its: np.ndarray, y: np.ndarray,
                  arch: np.ndarray | None, hw_cols: list[str]) -> _ModelChoice:
     """The log-space and the linear anchored models; the one validated better interpolates."""
     transfer = own_transfer(feats, its, y, hw_cols)
@@ -157,7 +192,9 @@ def _fit_default(settings: FitSettings, feats: pd.DataFrame, its: np.ndarray, y:
         m.fit(feats, its, y, arch=arch)
         candidates.append(m)
     physical: AnchoredNetworkModel | None = candidates[1]
-    transfer_method = choose_transfer(settings, feats, its, y, arch, hw_cols, rho)
+    # Copies: the test may run long after this fit, and must see this fit's data.
+    transfer_method = _TransferChoice(settings, feats, its.copy(), y.copy(),
+                                      None if arch is None else arch.copy(), list(hw_cols), rho)
     model = min(candidates, key=lambda m: m.anchor_mape)
     n_configs = model.n_configs
     cv = model.anchor_mape if n_configs >= 4 else float("nan")
@@ -166,18 +203,18 @@ def _fit_default(settings: FitSettings, feats: pd.DataFrame, its: np.ndarray, y:
 
 
 def _measured_hardware(
-    feats: pd.DataFrame, its: np.ndarray, hw_cols: list[str], hardware_label: np.ndarray
+    feats: Table, its: np.ndarray, hw_cols: list[str], hardware_label: np.ndarray
 ) -> tuple[np.ndarray, list[str], dict[tuple[float, ...], dict[str, tuple[float, float]]]]:
     """The distinct measured GPUs, their labels and the feature ranges measured on each."""
     if not hw_cols:
         return np.empty((0, 0)), [], {}
     ranges_by_hw = {}
-    hardware, first = np.unique(feats[hw_cols].to_numpy(), axis=0, return_index=True)
+    values = feats.matrix(hw_cols)
+    hardware, first = np.unique(values, axis=0, return_index=True)
     labels = [str(hardware_label[i]) for i in first]
-    values = feats[hw_cols].to_numpy()
     for spec in hardware:
         mine = np.isclose(values, spec[None, :], rtol=1e-6).all(axis=1)
-        own = {c: (float(feats.loc[mine, c].min()), float(feats.loc[mine, c].max()))
+        own = {c: (float(feats[c][mine].min()), float(feats[c][mine].max()))
                for c in feats.columns if c not in hw_cols}
         own["iterations"] = (float(its[mine].min()), float(its[mine].max()))
         ranges_by_hw[hw_key(spec)] = own
@@ -185,13 +222,14 @@ def _measured_hardware(
 
 
 def own_transfer(
-    feats: pd.DataFrame, its: np.ndarray, y: np.ndarray, hw_cols: list[str]
+    feats: Table, its: np.ndarray, y: np.ndarray, hw_cols: list[str]
 ) -> TransferPrior | None:
     """ρ learnt from the user's own runs when one configuration ran on several GPUs."""
-    if len(hw_cols) != 2 or len(np.unique(feats[hw_cols].to_numpy(), axis=0)) < 2:
+    if len(hw_cols) != 2 or len(np.unique(feats.matrix(hw_cols), axis=0)) < 2:
         return None
     config_cols = [c for c in feats.columns if c not in hw_cols]
-    own = fit_rho(feats.assign(time_s=y / its), config_cols)
+    own = fit_rho_arrays(feats.matrix(config_cols),
+                         feats.matrix(["gpu_fp32_tflops", "gpu_bandwidth_gbs"]), y / its)
     if own is None:
         return None
     return TransferPrior(own.rho, own.mape, "your runs (leave-one-GPU-out)")
@@ -199,7 +237,7 @@ def own_transfer(
 
 def choose_transfer(
     settings: FitSettings,
-    feats: pd.DataFrame,
+    feats: Table,
     its: np.ndarray,
     y: np.ndarray,
     arch: np.ndarray | None,
@@ -215,7 +253,7 @@ def choose_transfer(
     """
     if len(hw_cols) == 0:
         return "ratio"
-    gpus, gid = np.unique(feats[hw_cols].to_numpy(dtype=float), axis=0, return_inverse=True)
+    gpus, gid = np.unique(feats.matrix(hw_cols), axis=0, return_inverse=True)
     gid = gid.reshape(-1)
     if len(gpus) < 3:
         return "both"
@@ -226,12 +264,12 @@ def choose_transfer(
         hw_cols=tuple(hw_cols), rho=rho,
     )
     rest = ~held
-    model.fit(feats[rest].reset_index(drop=True), its[rest], y[rest],
+    model.fit(feats.take(rest), its[rest], y[rest],
               arch=None if arch is None else arch[rest])
     if not model.uses_h:
         return "ratio"
-    known = np.unique(feats[rest][hw_cols].to_numpy(dtype=float), axis=0)
-    q = feats[held].reset_index(drop=True)
+    known = np.unique(feats.take(rest).matrix(hw_cols), axis=0)
+    q = feats.take(held)
     a = None if arch is None else arch[held]
     physical = model.backbone(q, its[held], a)
     ratio = move_by_ratio(model, known, hw_cols, rho, q, its[held])
@@ -248,13 +286,15 @@ def predict_network(
     out: dict,
 ) -> None:
     """Write the predictions of a measured network's ``rows`` into the columns of ``out``."""
-    feats = prep.features.iloc[rows][fit.columns].reset_index(drop=True)
+    frame = prep.features.iloc[rows][fit.columns].reset_index(drop=True)
+    feats = Table.of(frame)
     count = prep.iterations[rows]
     its = np.ones_like(count) if fit.per_iteration else count
     labels = prep.hardware_label[rows]
     _check_rows(fit, feats, prep, rows, labels)
     kinds, details = kinds_of(fit, feats, its, labels)
-    pred = _point_predictions(settings, fit, feats, its, kinds, prep, rows)
+    pred = _point_predictions(settings, fit, frame if settings.method != "default" else feats,
+                              its, kinds, prep, rows)
     if fit.per_iteration:
         pred = pred * count
     pred = np.maximum(pred, 1e-9)
@@ -268,10 +308,10 @@ def predict_network(
     out["expected_mape"][rows] = expected
 
 
-def _check_rows(fit: NetworkFit, feats: pd.DataFrame, prep: Prepared, rows: np.ndarray,
+def _check_rows(fit: NetworkFit, feats: Table, prep: Prepared, rows: np.ndarray,
                 labels: np.ndarray) -> None:
     """Raise ValueError where the rows' device is one the network's runs cannot speak for."""
-    if fit.hw_cols and feats[fit.hw_cols].isna().any(axis=None):
+    if fit.hw_cols and np.isnan(feats.matrix(fit.hw_cols)).any():
         raise ValueError(
             f"network {prep.network[rows][0] if prep.network is not None else ''!r} was "
             "measured on GPUs: give its rows a gpu (or gpu_fp32_tflops and "
@@ -287,7 +327,7 @@ def _check_rows(fit: NetworkFit, feats: pd.DataFrame, prep: Prepared, rows: np.n
         )
 
 
-def _point_predictions(settings: FitSettings, fit: NetworkFit, feats: pd.DataFrame,
+def _point_predictions(settings: FitSettings, fit: NetworkFit, feats: Any,
                        its: np.ndarray, kinds: np.ndarray, prep: Prepared,
                        rows: np.ndarray) -> np.ndarray:
     """Seconds of each row by the model its kind of prediction uses."""
@@ -301,15 +341,15 @@ def _point_predictions(settings: FitSettings, fit: NetworkFit, feats: pd.DataFra
     transfer = kinds == "transfer"
     extra = kinds == "extrapolation"
     if extra.any():
-        pred[extra] = fit.physical.predict(feats.iloc[extra], its[extra])
+        pred[extra] = fit.physical.predict(feats.take(extra), its[extra])
     if transfer.any():
         if fit.physical.uses_h:
             arch = None if prep.architecture is None else prep.architecture[rows][transfer]
             pred[transfer] = transfer_physical(
-                settings, fit, feats.iloc[transfer], its[transfer], arch
+                settings, fit, feats.take(transfer), its[transfer], arch
             )
         else:
-            pred[transfer] = transfer_ratio(settings, fit, feats.iloc[transfer], its[transfer])
+            pred[transfer] = transfer_ratio(settings, fit, feats.take(transfer), its[transfer])
     return pred * batch_prior(fit, feats)
 
 
@@ -339,21 +379,22 @@ def _expected_errors(fit: NetworkFit, kinds: np.ndarray,
 
 
 def kinds_of(
-    fit: NetworkFit, feats: pd.DataFrame, its: np.ndarray, labels: np.ndarray
+    fit: NetworkFit, feats: pd.DataFrame | Table, its: np.ndarray, labels: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's kind of prediction ("interpolation", "extrapolation", "transfer") and why."""
+    feats = Table.of(feats)
     n = len(feats)
     kinds = np.full(n, "interpolation", dtype=object)
     details = np.full(n, "", dtype=object)
     if fit.hw_cols and len(fit.hardware):
-        hw = feats[fit.hw_cols].to_numpy()
+        hw = feats.matrix(fit.hw_cols)
         known = np.isclose(hw[:, None, :], fit.hardware[None, :, :], rtol=1e-6).all(-1)
         for i in np.flatnonzero(~known.any(axis=1)):
             kinds[i] = "transfer"
             details[i] = f"to {labels[i]} from {', '.join(fit.hardware_labels)}"
-    values = {c: feats[c].to_numpy() for c in feats.columns if c not in fit.hw_cols}
+    values = {c: feats[c] for c in feats.columns if c not in fit.hw_cols}
     values["iterations"] = its
-    hw_rows = feats[fit.hw_cols].to_numpy() if fit.ranges_by_hw else None
+    hw_rows = feats.matrix(fit.hw_cols) if fit.ranges_by_hw else None
     for i in np.flatnonzero(kinds == "interpolation"):
         notes = []
         # On a measured GPU, what was measured on that GPU: a batch size only another GPU
@@ -372,7 +413,7 @@ def kinds_of(
     return kinds, details
 
 
-def transfer_ratio(settings: FitSettings, fit: NetworkFit, feats: pd.DataFrame,
+def transfer_ratio(settings: FitSettings, fit: NetworkFit, feats: pd.DataFrame | Table,
                    its: np.ndarray) -> np.ndarray:
     """Carry each measured GPU's prediction to the new GPU by the hardware ratio."""
     rho = fit.transfer.rho if fit.transfer is not None else settings.prior.rho
@@ -380,7 +421,7 @@ def transfer_ratio(settings: FitSettings, fit: NetworkFit, feats: pd.DataFrame,
 
 
 def transfer_physical(
-    settings: FitSettings, fit: NetworkFit, feats: pd.DataFrame, its: np.ndarray,
+    settings: FitSettings, fit: NetworkFit, feats: pd.DataFrame | Table, its: np.ndarray,
     arch: np.ndarray | None,
 ) -> np.ndarray:
     """The floor + compute × h model evaluated at the new GPU's figures."""
@@ -392,11 +433,12 @@ def transfer_physical(
     return ratio if fit.transfer_method == "ratio" else np.sqrt(base * ratio)
 
 
-def batch_prior(fit: NetworkFit, feats: pd.DataFrame) -> np.ndarray:
+def batch_prior(fit: NetworkFit, feats: pd.DataFrame | Table) -> np.ndarray:
     """Proportional scaling in batch size when only one batch size was measured."""
+    feats = Table.of(feats)
     if len(fit.batch_sizes) != 1 or "batch_size" not in feats:
         return np.ones(len(feats))
-    return feats["batch_size"].to_numpy(dtype=float) / fit.batch_sizes[0]
+    return feats["batch_size"] / fit.batch_sizes[0]
 
 
 def hw_key(spec: np.ndarray) -> tuple[float, ...]:

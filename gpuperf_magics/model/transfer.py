@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuperf_magics.model.features import Table
+
 #: Candidate values of ρ.
 RHO_GRID = (0.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 #: ρ when neither the user's runs nor public data can tell: 1000 / (50 FLOP/byte).
@@ -43,7 +45,7 @@ def hardware_factor(tflops: np.ndarray, bandwidth: np.ndarray | None, rho: float
 
 
 def move_by_ratio(model: Any, hardware: np.ndarray, hw_cols: list[str], rho: float,
-                  feats: pd.DataFrame, its: np.ndarray) -> np.ndarray:
+                  feats: pd.DataFrame | Table, its: np.ndarray) -> np.ndarray:
     """Carry ``model``'s prediction on each measured GPU (a row of ``hardware``, figures in
     ``hw_cols``) to the GPU of each row of ``feats`` by the ratio of hardware factors, and
     average the carried times in log space, weighted towards the nearest measured GPUs."""
@@ -52,12 +54,13 @@ def move_by_ratio(model: Any, hardware: np.ndarray, hw_cols: list[str], rho: flo
     def factor(values: np.ndarray) -> np.ndarray:
         return hardware_factor(values[:, 0], values[:, 1] if has_bw else None, rho)
 
-    h_new = factor(feats[hw_cols].to_numpy())
+    table = Table.of(feats)
+    h_new = factor(table.matrix(hw_cols))
     h_known = factor(hardware)
-    logs = np.zeros((len(feats), len(hardware)))
+    logs = np.zeros((len(table), len(hardware)))
     for j, spec in enumerate(hardware):
-        moved = feats.copy()
-        moved[hw_cols] = np.broadcast_to(spec, (len(feats), len(hw_cols)))
+        moved = table.replace({c: np.full(len(table), float(spec[k]))
+                               for k, c in enumerate(hw_cols)})
         logs[:, j] = np.log(np.maximum(model.predict(moved, its), 1e-12))
     logs += np.log(h_new)[:, None] - np.log(h_known)[None, :]
     # The nearest measured GPUs (in the hardware factor) say most about the new one.
@@ -91,7 +94,49 @@ def fit_rho(table: pd.DataFrame, config_cols: list[str]) -> TransferPrior | None
     if pivot.shape[1] < 2:
         return None
     specs = np.array([[float(v) for v in g.split("|")] for g in pivot.columns])
-    logt = pivot.to_numpy()
+    return _best_rho(pivot.to_numpy(), specs)
+
+
+def fit_rho_arrays(config: np.ndarray, specs: np.ndarray,
+                   time_s: np.ndarray) -> TransferPrior | None:
+    """:func:`fit_rho` on float arrays: the same ρ and MAPE, without pandas.
+
+    A network's fit calls this on every refit, where the pivot table cost more than the
+    choice of ρ. Rows and GPUs are ordered as :func:`fit_rho`'s pivot orders them (by the
+    text of their values), so every mean adds in the same order and the figures match to the
+    last bit.
+
+    Parameters
+    ----------
+    config : ndarray of shape (n, k)
+        The values that identify each row's configuration.
+    specs : ndarray of shape (n, 2)
+        Each row's ``gpu_fp32_tflops`` and ``gpu_bandwidth_gbs``.
+    time_s : ndarray of shape (n,)
+        Seconds of each row.
+    """
+    keys = np.array(["|".join(map(str, r)) for r in np.asarray(config, dtype=float).tolist()])
+    gpu = np.array(["|".join(map(str, r)) for r in np.asarray(specs, dtype=float).tolist()])
+    c_names, c_id = np.unique(keys, return_inverse=True)
+    g_names, g_id = np.unique(gpu, return_inverse=True)
+    if len(g_names) < 2:
+        return None
+    cell = c_id.reshape(-1) * len(g_names) + g_id.reshape(-1)
+    if len(np.unique(cell)) < len(cell):  # repeats of a configuration on one GPU: average
+        return fit_rho(pd.DataFrame({**{f"c{j}": config[:, j] for j in range(config.shape[1])},
+                                     "gpu_fp32_tflops": specs[:, 0],
+                                     "gpu_bandwidth_gbs": specs[:, 1], "time_s": time_s}),
+                       [f"c{j}" for j in range(config.shape[1])])
+    logt = np.full((len(c_names), len(g_names)), np.nan)
+    logt.reshape(-1)[cell] = np.log(np.asarray(time_s, dtype=float))
+    first = np.zeros(len(g_names), dtype=int)
+    first[g_id.reshape(-1)] = np.arange(len(g_id))
+    return _best_rho(logt, np.asarray(specs, dtype=float)[first])
+
+
+def _best_rho(logt: np.ndarray, specs: np.ndarray) -> TransferPrior | None:
+    """The ρ of :data:`RHO_GRID` whose leave-one-GPU-out MAPE is lowest on ``logt`` (log
+    seconds, configurations × GPUs, NaN where not measured; ``specs``: each GPU's figures)."""
     best: TransferPrior | None = None
     for rho in RHO_GRID:
         logh = np.log(hardware_factor(specs[:, 0], specs[:, 1], rho))
