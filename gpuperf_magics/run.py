@@ -308,6 +308,8 @@ class Run:
             parts.append(f"rank {rank} of {world}" if rank is not None else
                          f"{world} ranks" + (f" (global batch {glob})" if glob else ""))
         saved = [f"run {self.run_id}"] if self.run_id is not None else []
+        if not saved and any(n.startswith("not saved:") for n in self.notes):
+            saved = ["not saved"]  # the note below says why; the line must not look saved
         line = " · ".join([*parts, self._device_label(short=True), *saved])
         if len(line) > LINE_WIDTH:  # the device is the one part the reader already knows
             line = " · ".join([*parts, *saved])
