@@ -231,13 +231,13 @@ class Job:
                 raise PredictionError(f"{spell(name, value=False)} {value:g} is more than "
                                       f"any training job counts (at most {LONGEST:.0e}): give "
                                       f"the job's real length")
-        if self.epochs is not None and self.samples is not None:
-            if self.epochs * self.samples > LONGEST:
-                raise PredictionError(
-                    f"{spell('epochs', value=False)} {self.epochs:g} × "
-                    f"{spell('samples', value=False)} {self.samples:g} is "
-                    f"{self.epochs * self.samples:.3g} samples, more than any training job "
-                    f"(at most {LONGEST:.0e}): give the job's real length")
+        if (self.epochs is not None and self.samples is not None
+                and self.epochs * self.samples > LONGEST):
+            raise PredictionError(
+                f"{spell('epochs', value=False)} {self.epochs:g} × "
+                f"{spell('samples', value=False)} {self.samples:g} is "
+                f"{self.epochs * self.samples:.3g} samples, more than any training job "
+                f"(at most {LONGEST:.0e}): give the job's real length")
 
     @classmethod
     def of(cls, job: Job | str | None = None, **changes: Any) -> Job:
