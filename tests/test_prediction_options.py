@@ -42,7 +42,8 @@ def test_the_magic_and_the_command_take_the_same_options(ip):
     # What is not shared is each skin's own: display in the notebook, output and prices here.
     assert _flags(magic) - declared == {"--store", "-w", "--widget", "--deadline", "-q",
                                         "--quiet", "-o", "--output", "-v", "--variable"}
-    assert _flags(command) - declared == {"-h", "--help", "--store", "--prices", "--csv"}
+    assert _flags(command) - declared == {"-h", "--help", "--store", "--prices", "--csv",
+                                          "--deadline"}
 
 
 @pytest.mark.parametrize("options", [
