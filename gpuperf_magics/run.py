@@ -294,8 +294,8 @@ class Run:
             parts[0] += f" [{self.status}]"
         warmup = self.warmup_iterations
         parts.append(f"{len(self.iterations)} it" + (f" ({warmup} warm-up)" if warmup else ""))
-        if self.median_s is not None:
-            parts.append(f"{format_seconds(self.median_s)}/it")
+        if self.median_s is not None:  # named: the live line's last state gives a mean
+            parts.append(f"{format_seconds(self.median_s)}/it median")
         if self.batch_size:
             parts.append(f"batch {self.batch_size}")
             mb = self.hyper.get("micro_batches")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuperf_magics.capture.nesting import NestedProfileWarning
 from gpuperf_magics.capture.session import ProfileSession, profile_training
 from gpuperf_magics.capture.unsaved import (
     UnsavedRunWarning,
@@ -10,5 +11,6 @@ from gpuperf_magics.capture.unsaved import (
 )
 
 __all__ = [
-    "ProfileSession", "UnsavedRunWarning", "check_store", "profile_training", "unsaved_runs",
+    "NestedProfileWarning", "ProfileSession", "UnsavedRunWarning", "check_store",
+    "profile_training", "unsaved_runs",
 ]

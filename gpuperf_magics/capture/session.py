@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gpuperf_magics._checks import positive_number
+from gpuperf_magics.capture import nesting
 from gpuperf_magics.capture.context import fill_hardware, fill_model, gpu_count, model_name
 from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
@@ -155,10 +156,14 @@ class ProfileSession:
         self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
         self.live = live
         self._live: LiveLine | None = None
+        self._nested = False  # inside another block: not profiled on its own
 
     def __enter__(self) -> Run:
         from gpuperf_magics.capture.recorder import Recorder
 
+        if not nesting.enter(self, self.run):  # inside another block: its run counts
+            self._nested = True
+            return self.run
         if self.save:  # a store that cannot take the run is said now, not after the training
             check_store(self.store)
         self.run.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -178,6 +183,7 @@ class ProfileSession:
             prior = None if isinstance(self.live, bool) else self.live
             self._live = LiveLine(self.progress, configuration=self.configuration,
                                   prior=prior).start()
+        nesting.hold(self)  # last: a block that failed to start leaves no mark
         return self.run
 
     def progress(self) -> Progress:
@@ -227,19 +233,23 @@ class ProfileSession:
     def stop(self, error: BaseException | None = None) -> Run:
         """Stop the live line and remove the hooks, then interpret, describe and save;
         ``error`` ended the block."""
+        if error is None:
+            status = "ok"
+        elif isinstance(error, KeyboardInterrupt):
+            status = "interrupted"
+        else:
+            status = "failed"
+        if self._nested:
+            self.run.status = status
+            return self.run  # the outer block holds the iterations
+        nesting.leave(self)
         try:
             if self._live is not None:
-                self._live.stop()  # its last draw: the steps the loop made
+                self._live.stop(status)  # its last draw: the steps the loop made, how it ended
                 self._live = None
             self._recorder.close()
             if self._sigterm is not None:  # a stop from now on waits until the run is saved
                 self._sigterm.hold()
-            if error is None:
-                status = "ok"
-            elif isinstance(error, KeyboardInterrupt):
-                status = "interrupted"
-            else:
-                status = "failed"
             return self._finish(status, error)
         finally:
             if self._sigterm is not None and self._sigterm.release():

@@ -196,7 +196,11 @@ class GpuPerf(Magics):
         its partial run with its status.
         """
         opts = self._profile_options(line)
-        from gpuperf_magics.capture import UnsavedRunWarning, profile_training
+        from gpuperf_magics.capture import (
+            NestedProfileWarning,
+            UnsavedRunWarning,
+            profile_training,
+        )
 
         shell = self.shell
         assert shell is not None
@@ -217,7 +221,9 @@ class GpuPerf(Magics):
         # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
         # to the outer cell so that a failed training cell fails in the notebook too.
         outer = shell.displayhook.exec_result
-        run = session.__enter__()
+        with warnings.catch_warnings():  # a nested cell: its line shows the run's note
+            warnings.simplefilter("ignore", NestedProfileWarning)
+            run = session.__enter__()
         error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
         late: BaseException | None = None
         try:
