@@ -294,8 +294,8 @@ class Run:
             parts[0] += f" [{self.status}]"
         warmup = self.warmup_iterations
         parts.append(f"{len(self.iterations)} it" + (f" ({warmup} warm-up)" if warmup else ""))
-        if self.median_s is not None:
-            parts.append(f"{format_seconds(self.median_s)}/it")
+        if self.median_s is not None:  # named: the live line's last state gives a mean
+            parts.append(f"{format_seconds(self.median_s)}/it median")
         if self.batch_size:
             parts.append(f"batch {self.batch_size}")
             mb = self.hyper.get("micro_batches")
@@ -308,6 +308,8 @@ class Run:
             parts.append(f"rank {rank} of {world}" if rank is not None else
                          f"{world} ranks" + (f" (global batch {glob})" if glob else ""))
         saved = [f"run {self.run_id}"] if self.run_id is not None else []
+        if not saved and any(n.startswith("not saved:") for n in self.notes):
+            saved = ["not saved"]  # the note below says why; the line must not look saved
         line = " · ".join([*parts, self._device_label(short=True), *saved])
         if len(line) > LINE_WIDTH:  # the device is the one part the reader already knows
             line = " · ".join([*parts, *saved])

@@ -123,8 +123,42 @@ def test_the_thread_stops_draws_the_last_state_and_closes_the_bar():
                     interval=3600).start()
     job.steps, job.now = 10, 1.0
     live.stop()
-    assert bars.texts == ["10/10 it · elapsed 1.0 s · estimating…"]
+    assert bars.texts == ["10/10 it · elapsed 1.0 s"]  # the block ended: nothing to estimate
     assert bars.made[0].disable  # closed: tqdm marks a closed bar disabled
+
+
+@pytest.mark.parametrize("outcome", ["interrupted", "failed"])
+def test_an_interrupted_block_s_last_state_says_so_not_a_finish_time(outcome):
+    """Issue 19: the last "… left · done at …" stayed above the traceback."""
+    job = FakeJob(total=1000)
+    bars = Bars()
+    live = LiveLine(job.progress, bar=bars, clock=job.clock, wall=job.wall, interval=3600)
+    job.steps, job.now = WARMUP_STEPS, 2.0
+    live.tick()
+    job.steps, job.now = 102, 12.0
+    assert "left · done at" in live.tick()
+    job.now = 13.0  # Ctrl-C, a second after the last step: 11 s for 100 steps
+    live.stop(outcome)
+    assert bars.texts[-1] == f"102/1,000 it · 110.0 ms/it mean so far · elapsed 13.0 s · {outcome}"
+    assert "left" not in bars.texts[-1] and "done at" not in bars.texts[-1]
+    assert bars.made[0].disable
+
+
+def test_the_last_state_names_its_figure_a_mean_the_run_s_line_a_median():
+    """Issue 19, "one run, three figures": the two figures are labelled."""
+    from gpuperf_magics.run import IterationRecord, Run
+
+    job = FakeJob(total=100)
+    bars = Bars()
+    live = LiveLine(job.progress, bar=bars, clock=job.clock, wall=job.wall, interval=3600,
+                    prior=blending(0.5))  # the prior led the line, not the last state
+    job.steps, job.now = WARMUP_STEPS, 1.0
+    live.tick()
+    job.steps, job.now = 100, 10.8
+    live.stop()
+    assert bars.texts[-1] == "100/100 it · 100.0 ms/it mean so far · elapsed 10.8 s"
+    run = Run("net", iterations=[IterationRecord(i, 0.04) for i in range(5)])
+    assert "40.0 ms/it median" in run.summary_line()
 
 
 def test_the_line_asks_the_prior_with_the_loops_configuration():

@@ -180,7 +180,8 @@ def test_any_exception_while_saving_keeps_the_run_in_memory(tmp_path):
     store = tmp_path / "runs.sqlite"
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    with gm.profile_training(store=store, tags={"owner": Unprintable()}) as run:
+    with pytest.warns(gm.capture.UnsavedRunWarning, match="no text for this value"), \
+            gm.profile_training(store=store, tags={"owner": Unprintable()}) as run:
         train(model, opt, steps=5)
     assert run.run_id is None and len(run.iterations) == 5
     assert run in gm.capture.unsaved_runs()
@@ -244,3 +245,4 @@ def test_profile_training_owns_the_live_line(tmp_path, monkeypatch):
         model(torch.randn(8, 4)).sum().backward()
         opt.step()
     assert made == []  # live=False, the default: no line
+

@@ -42,7 +42,8 @@ def test_the_magic_and_the_command_take_the_same_options(ip):
     # What is not shared is each skin's own: display in the notebook, output and prices here.
     assert _flags(magic) - declared == {"--store", "-w", "--widget", "--deadline", "-q",
                                         "--quiet", "-o", "--output", "-v", "--variable"}
-    assert _flags(command) - declared == {"-h", "--help", "--store", "--prices", "--csv"}
+    assert _flags(command) - declared == {"-h", "--help", "--store", "--prices", "--csv",
+                                          "--deadline"}
 
 
 @pytest.mark.parametrize("options", [
@@ -58,6 +59,9 @@ def test_the_magic_and_the_command_take_the_same_options(ip):
     "--remaining --epochs 3",
     "cnn --remaining",
     "--remaining --gpu T4,A100",
+    "--epochs 1e300 --samples 1e300",
+    "--iterations 1e300",
+    "--epochs 1e10 --samples 1e10",
 ])
 def test_one_mistake_gets_one_message_in_both(ip, store, capsys, options):
     with pytest.raises(UsageError) as caught:
@@ -66,6 +70,22 @@ def test_one_mistake_gets_one_message_in_both(ip, store, capsys, options):
     assert main(["predict", *shlex.split(options), "--store", str(store.path)]) == 2
     err = capsys.readouterr().err
     assert err == f"gpuperf predict: error: {caught.value}\n"
+
+
+@pytest.mark.parametrize(("options", "named"), [
+    ("--epochs 1e300 --samples 1e300", "--epochs 1e+300 is more than any training job"),
+    ("--epochs 1e10 --samples 1e10", "--epochs 1e+10 × --samples 1e+10 is 1e+20 samples"),
+    ("--iterations 1e300", "--iterations 1e+300 is more than any training job"),
+])
+def test_a_job_too_long_to_count_names_its_option(ip, store, capsys, options, named):
+    """Issue 19: 1e300 epochs of 1e300 samples was an OverflowError's traceback."""
+    assert main(["predict", *shlex.split(options), "--store", str(store.path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"gpuperf predict: error: {named}") and "real length" in err
+    with pytest.raises(UsageError, match=named.replace("+", r"\+")):
+        ip.run_line_magic("predict_time", f"--store {store.path} {options}")
+    with pytest.raises(gm.PredictionError, match="epochs 1e\\+300"):
+        gm.Job(network="cnn", epochs=1e300, samples=10)
 
 
 def test_both_read_what_their_users_type_and_the_latest_partial_run(ip, store, capsys):

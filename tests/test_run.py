@@ -33,7 +33,7 @@ def test_all_warmup_falls_back_to_every_iteration():
 def test_summary_line_and_html():
     run = make_run([1.0] + [0.0382] * 9, run_id=17)
     line = run.summary_line()
-    assert line == ("profile_training: net · 10 it (1 warm-up) · 38.2 ms/it · batch 32 · "
+    assert line == ("profile_training: net · 10 it (1 warm-up) · 38.2 ms/it median · batch 32 · "
                     "CPU (1 thread) · run 17")
     details = run.details()
     assert details.startswith(line + "\n")
@@ -94,13 +94,13 @@ def test_a_data_parallel_run_says_how_many_ranks():
 
 def test_the_line_fits_one_notebook_line_and_notes_wrap_between_words():
     its = [IterationRecord(i, 0.147, 256, warmup=i < 4) for i in range(1200)]
-    run = Run("ResNet-25.6M", iterations=its, batch_size=256, device="cuda",
+    run = Run("ResNet", iterations=its, batch_size=256, device="cuda",
               gpu="NVIDIA A100-SXM4-80GB", gpu_count=2, run_id=1234,
               quality={"world_size": 1},
               notes=["machine busy: other processes used 1.1 cores on average during the "
                      "run; timings may be inflated; " * 2 + "/a/very/long/path/" * 8])
     line, *notes = run.summary_line().splitlines()
-    assert line == ("profile_training: ResNet-25.6M · 1200 it (4 warm-up) · 147.0 ms/it · "
+    assert line == ("profile_training: ResNet · 1200 it (4 warm-up) · 147.0 ms/it median · "
                     "batch 256 · 2× A100-SXM4-80GB · run 1234")
     assert len(line) <= 110
     assert len(notes) > 1 and all(n.startswith("  ") for n in notes)

@@ -19,8 +19,9 @@ SHARED_SIA = SHARED_DATA / "sia2023"
 
 def gpuperf(*args: str, store: Path, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "GPUPERF_STORE": str(store)}
-    script = Path(sys.executable).with_name("gpuperf")  # the installed entry point
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.skins.cli"]
+    # Not the installed `gpuperf` script: it imports the package it was installed from, which
+    # need not be the one under test; `-m` from the repository root imports this checkout.
+    command = [sys.executable, "-m", "gpuperf_magics.skins.cli"]
     proc = subprocess.run([*command, *args],
                           capture_output=True, text=True, env=env, timeout=300)
     if check:
@@ -294,8 +295,10 @@ def test_runs_shows_the_device_and_the_iterations_the_cell_counted(tmp_path, pro
 def test_runs_of_an_unknown_network_say_which_there_are(tmp_path):
     store = tmp_path / "runs.sqlite"
     gpuperf("import", str(_table(tmp_path / "t.csv", (0.5, 0.9))), store=store)
-    out = gpuperf("runs", "--network", "nett", store=store).stdout
-    assert out.strip() == f"no runs of network 'nett' in {store}; its networks: net"
+    proc = gpuperf("runs", "--network", "nett", store=store, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""  # a filter that matched nothing
+    assert proc.stderr.strip() == (
+        f"gpuperf runs: error: no runs of network 'nett' in {store}; networks in the store: net")
 
 
 def test_evaluate_says_which_network_and_prints_percent(tmp_path):
@@ -363,3 +366,105 @@ def test_sync_bar_draws_large_copies_and_nothing_when_quiet() -> None:
     quiet = io.StringIO()
     SyncBar(quiet=True, stream=quiet)(5, 5000)
     assert small.getvalue() == "" and quiet.getvalue() == ""
+
+
+# --------------------------------------------------------------------------- issue 19
+def _saved(store: Path, network: str, batches: tuple[int, ...] = (16, 32, 64)) -> gm.Store:
+    from gpuperf_magics.run import IterationRecord, Run
+
+    st = gm.Store(store)
+    for batch in batches:
+        its = [IterationRecord(i, 0.01 + 0.001 * batch, batch, warmup=i == 0)
+               for i in range(12)]
+        st.save_run(Run(network, iterations=its, batch_size=batch, device="cuda",
+                        gpu="Tesla T4", gpu_count=1))
+    return st
+
+
+def test_every_csv_escapes_spreadsheet_formulas(tmp_path, capsys):
+    from gpuperf_magics.skins.cli import main
+    from gpuperf_magics.store.files import unescape_formula
+
+    formula = "=HYPERLINK(\"http://x\",\"y\")"
+    store = _saved(tmp_path / "runs.sqlite", formula)
+    for argv in (["runs", "--csv"], ["predict", "--iterations", "100", "--csv"]):
+        assert main([*argv, "--store", str(store.path)]) == 0
+        frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+        assert set(frame["network"]) == {"'" + formula}, argv  # text in a spreadsheet
+        assert {unescape_formula(v) for v in frame["network"]} == {formula}
+        assert (frame["batch_size"] > 0).all()  # numbers stay numbers, "-1.5" too
+
+
+def test_control_characters_in_names_are_printed_escaped(tmp_path, capsys):
+    from gpuperf_magics.skins.cli import main, printable
+
+    store = _saved(tmp_path / "runs.sqlite", "net\x1b]0;owned\x07\x1b[2J\x9b")
+    assert main(["runs", "--store", str(store.path)]) == 0
+    assert main(["predict", "--iterations", "100", "--store", str(store.path)]) == 0
+    assert main(["runs", "--network", "nope\x1b[2J", "--store", str(store.path)]) == 2
+    out, err = capsys.readouterr()
+    for text in (out, err):
+        assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    assert "net\\x1b]0;owned\\x07\\x1b[2J\\x9b" in out
+    assert "nope\\x1b[2J" in err
+    assert printable("a\tb\nc") == "a\\tb\nc"  # lines stay lines
+
+
+def test_output_cut_short_by_its_reader_ends_quietly(tmp_path):
+    """`gpuperf runs | head -1`: the reader is gone before the write (a closed pipe: no race)."""
+    store = _saved(tmp_path / "runs.sqlite", "net")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "gpuperf_magics.skins.cli", "runs",
+                               "--store", str(store.path)], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141  # as a Unix tool stopped by SIGPIPE
+    assert proc.stderr == ""  # no traceback, no "Exception ignored"
+
+
+def test_a_mistyped_option_shows_the_command_s_usage_and_the_closest_option(tmp_path, capsys):
+    from gpuperf_magics.skins.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["predict", "--batchsize", "32", "--store", str(tmp_path / "s.sqlite")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2
+    assert err.startswith("usage: gpuperf predict") and "--batch-size B[,B...]" in err
+    assert "unrecognized arguments: --batchsize; did you mean --batch-size?" in err
+    with pytest.raises(SystemExit):
+        main(["runs", "--zzz"])
+    err = capsys.readouterr().err
+    assert err.startswith("usage: gpuperf runs") and "gpuperf runs takes --csv" in err
+
+
+def test_the_demo_s_help_says_its_store_is_temporary(capsys):
+    from gpuperf_magics.skins.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["demo", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert info.value.code == 0
+    assert "default: a temporary store" in out and "$GPUPERF_STORE and the per-user store are "\
+        "never used" in out
+    assert "(default: $GPUPERF_STORE, else" not in out
+
+
+def test_predict_marks_what_meets_a_deadline(tmp_path, capsys):
+    from gpuperf_magics.skins.cli import main
+
+    store = _saved(tmp_path / "runs.sqlite", "cnn")
+    argv = ["predict", "--iterations", "1000", "--batch-size", "16,64", "--store",
+            str(store.path)]
+    assert main([*argv, "--deadline", "0:10", "--csv"]) == 0
+    frame = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    expected = ["met" if hi <= 600 else "likely" if t <= 600 else "missed"
+                for t, hi in zip(frame["time_s"], frame["time_high_s"])]
+    assert frame["deadline"].tolist() == expected and "met" in expected
+    assert main([*argv, "--deadline", "0.001"]) == 0  # hours: 3.6 s, met by none
+    out = capsys.readouterr().out
+    assert "deadline 3.6 s:\n  missed: batch 16 · Tesla T4, batch 64 · Tesla T4" in out
+    assert main([*argv, "--deadline", "2:75"]) == 2
+    assert "--deadline takes hours (2.5) or H:MM (2:30)" in capsys.readouterr().err

@@ -73,6 +73,7 @@ class Estimate:
     per_step_s: float | None
     remaining_s: float | None
     finish: _dt.datetime | None
+    own_s: float | None = None  # the run's own mean per step since warm-up (no prior)
 
     def line(self) -> str:
         """``120/1,000 it · 41.3 ms/it · elapsed 5.0 s · 36.4 s left · done at 14:02:31``."""
@@ -85,6 +86,19 @@ class Estimate:
             parts.append(f"done at {self.finish:%H:%M:%S}")
         else:
             parts.append("estimating…")
+        return " · ".join(parts)
+
+    def final_line(self, outcome: str) -> str:
+        """The line's last state once the block ended: no time left or finish time (the
+        loop stopped), the run's own mean labelled as such (the run's summary then gives its
+        median, a figure of its own), and ``interrupted``/``failed`` when it did not end well:
+        ``120/1,000 it · 41.3 ms/it mean so far · elapsed 5.0 s · interrupted``."""
+        parts = [f"{self.steps:,}/{self.total:,} it"]
+        if self.own_s is not None:
+            parts.append(f"{1e3 * self.own_s:.1f} ms/it mean so far")
+        parts.append(f"elapsed {format_duration(self.elapsed_s)}")
+        if outcome != "ok":
+            parts.append(outcome)
         return " · ".join(parts)
 
 
@@ -122,7 +136,7 @@ class RemainingEstimator:
         if per_step is not None:
             remaining = per_step * max(0, self.total - steps)
             finish = wall + _dt.timedelta(seconds=remaining)
-        return Estimate(steps, self.total, now - self.start, per_step, remaining, finish)
+        return Estimate(steps, self.total, now - self.start, per_step, remaining, finish, own)
 
 
 def _tqdm(**keywords: Any) -> Any:
@@ -187,15 +201,17 @@ class LiveLine:
             self._prior = None
             return own
 
-    def tick(self) -> str | None:
+    def tick(self, outcome: str | None = None) -> str | None:
         """One update: the line shown, or None when the job length is not known (yet) or
-        the line did not change."""
+        the line did not change; with ``outcome`` (``ok``, ``interrupted``, ``failed``) the
+        final state (:meth:`Estimate.final_line`)."""
         steps, total = self._steps()
         if not total:
             return None
         if self._estimator is None or self._estimator.total != total:
             self._estimator = RemainingEstimator(total, self._start, self._per_step)
-        text = self._estimator.update(self._clock(), steps, self._wall()).line()
+        estimate = self._estimator.update(self._clock(), steps, self._wall())
+        text = estimate.line() if outcome is None else estimate.final_line(outcome)
         if text == self._last:
             return None
         self._last = text
@@ -231,14 +247,19 @@ class LiveLine:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
-        """Stop the thread, draw the final state once and close the bar."""
+    def stop(self, outcome: str = "ok") -> None:
+        """Stop the thread, draw the final state once and close the bar.
+
+        ``outcome`` is how the block ended (``ok``, ``interrupted``, ``failed``): the final
+        state says it instead of a time left and a finish time, which would otherwise stay
+        above the traceback of an interrupted cell as if the job were still running.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         # The run matters more than its progress line: a failing last draw is logged only.
         try:
-            self.tick()
+            self.tick(outcome)
             if self._bar is not None:
                 self._bar.close()
         except Exception:

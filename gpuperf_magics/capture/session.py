@@ -17,9 +17,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from gpuperf_magics._checks import positive_number
+from gpuperf_magics.capture import nesting
 from gpuperf_magics.capture.context import fill_hardware, fill_model, gpu_count, model_name
 from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
+from gpuperf_magics.capture.unsaved import check_store, forget, keep, unsaved_runs, warn_unsaved
 from gpuperf_magics.run import IterationRecord, Run
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -34,15 +36,6 @@ class Progress(NamedTuple):
 
     steps: int
     total: int | None
-
-
-#: Runs measured but not saved (store unwritable): kept for the life of the process.
-_UNSAVED: list[Run] = []
-
-
-def unsaved_runs() -> list[Run]:
-    """Runs whose store write failed in this process; save them with ``run.save(path)``."""
-    return [r for r in _UNSAVED if r.run_id is None]
 
 
 def auto_warmup(durations: list[float]) -> int:
@@ -163,10 +156,16 @@ class ProfileSession:
         self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
         self.live = live
         self._live: LiveLine | None = None
+        self._nested = False  # inside another block: not profiled on its own
 
     def __enter__(self) -> Run:
         from gpuperf_magics.capture.recorder import Recorder
 
+        if not nesting.enter(self, self.run):  # inside another block: its run counts
+            self._nested = True
+            return self.run
+        if self.save:  # a store that cannot take the run is said now, not after the training
+            check_store(self.store)
         self.run.created_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         self.run.quality["load_avg_start"] = load_avg()
         self._cpu = CpuClockSample()
@@ -184,6 +183,7 @@ class ProfileSession:
             prior = None if isinstance(self.live, bool) else self.live
             self._live = LiveLine(self.progress, configuration=self.configuration,
                                   prior=prior).start()
+        nesting.hold(self)  # last: a block that failed to start leaves no mark
         return self.run
 
     def progress(self) -> Progress:
@@ -233,19 +233,23 @@ class ProfileSession:
     def stop(self, error: BaseException | None = None) -> Run:
         """Stop the live line and remove the hooks, then interpret, describe and save;
         ``error`` ended the block."""
+        if error is None:
+            status = "ok"
+        elif isinstance(error, KeyboardInterrupt):
+            status = "interrupted"
+        else:
+            status = "failed"
+        if self._nested:
+            self.run.status = status
+            return self.run  # the outer block holds the iterations
+        nesting.leave(self)
         try:
             if self._live is not None:
-                self._live.stop()  # its last draw: the steps the loop made
+                self._live.stop(status)  # its last draw: the steps the loop made, how it ended
                 self._live = None
             self._recorder.close()
             if self._sigterm is not None:  # a stop from now on waits until the run is saved
                 self._sigterm.hold()
-            if error is None:
-                status = "ok"
-            elif isinstance(error, KeyboardInterrupt):
-                status = "interrupted"
-            else:
-                status = "failed"
             return self._finish(status, error)
         finally:
             if self._sigterm is not None and self._sigterm.release():
@@ -291,7 +295,7 @@ class ProfileSession:
         if self.save and not self._left_to_rank0:
             self._save()
         elif self._left_to_rank0:
-            _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
+            forget(run)
         return run
 
     def _keep(self, status: str, error: BaseException | None) -> tuple[Any, bool]:
@@ -328,7 +332,7 @@ class ProfileSession:
             # Kept before anything slow or fallible runs (the FLOP count, hardware detection,
             # the exchange between ranks, the store write): a second Ctrl-C or a failure there
             # leaves the run in unsaved_runs(), never lost. A successful save takes it out.
-            _UNSAVED.append(run)
+            keep(run)
         return job, True
 
     def _post_process(self, rec: Any, job: Any) -> None:
@@ -420,27 +424,48 @@ class ProfileSession:
             run.network = model_name(model)
 
     def _save(self) -> None:
-        from gpuperf_magics.store import Store, StoreError
+        """Write the run; a Ctrl-C during the write waits for it (the run is then saved, and
+        the interrupt raised). A failed or interrupted write leaves the run in
+        :func:`unsaved_runs` with a note and an :class:`UnsavedRunWarning`."""
+        from gpuperf_magics.store import Store
 
         if self.store is not None:  # where run.save() retries; the default stays dynamic
             self.run.target_store = str(getattr(self.store, "path", self.store))
         run = self.run
-        if not any(r is run for r in _UNSAVED):
-            _UNSAVED.append(run)
+        keep(run)
+        hold = SignalHold(signal.SIGINT)
         try:
             Store(self.store).save_run(run)
-        except Exception as exc:  # whatever it is, the measured run must survive it
+        except BaseException as exc:  # whatever it is, the measured run must survive it
+            hold.release()
+            warn_unsaved(run, self.store, self._not_saved(exc))
+            if not isinstance(exc, Exception):  # an interrupt still stops the script
+                raise
+            return
+        interrupted = hold.release()
+        forget(run)
+        if interrupted:  # a Ctrl-C that came during the write: the run is saved, now stop
+            raise KeyboardInterrupt
+
+    def _not_saved(self, exc: BaseException) -> str:
+        """The run's note that its save failed, and how to save it; returns why it failed."""
+        from gpuperf_magics.store import StoreError
+
+        if not isinstance(exc, Exception):
+            _log.warning("the store write was interrupted; the run is kept in unsaved_runs()")
+            what = (f"the store write was interrupted ({type(exc).__name__}) before it "
+                    "finished.")
+        else:
             _log.warning("the run could not be saved; it is kept in unsaved_runs()",
                          exc_info=True)
             what = str(exc) if isinstance(exc, (StoreError, ValueError)) else (
                 f"{type(exc).__name__}: {exc}.")
-            run.notes.append(
-                f"not saved: {what} The run is kept in memory: fix the store, then call "
-                "run.save() (or run.save('other.sqlite')); gpuperf_magics.capture.unsaved_runs() "
-                "lists such runs."
-            )
-            return
-        _UNSAVED[:] = [r for r in _UNSAVED if r is not run]
+        self.run.notes.append(
+            f"not saved: {what} The run is kept in memory: fix the store, then call "
+            "run.save() (or run.save('other.sqlite')); gpuperf_magics.capture.unsaved_runs() "
+            "lists such runs."
+        )
+        return what
 
 
 def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:
@@ -463,6 +488,8 @@ def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = No
         "itself in the cell (model in train() mode, optimizer.step() inside); nothing was stored."
     )
 
+
+__all__ = ["ProfileSession", "auto_warmup", "check_store", "profile_training", "unsaved_runs"]
 
 #: ``with profile_training(...) as run:`` — the script twin of ``%%profile_training``.
 profile_training = ProfileSession

@@ -49,6 +49,10 @@ SPELLING: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
                ("--prices", "--prices FILE (in a notebook: %config GpuPerf.prices)")),
 }
 
+#: Most iterations, epochs, samples per epoch or samples in all a job may count: far beyond
+#: any training (10^15 steps of 1 µs are 30 years), far below a float's overflow.
+LONGEST = 1e15
+
 #: The fields of a job that a remaining-time question takes: the run says the rest.
 REMAINING_FIELDS = ("gpus", "gpu_count", "coverage")
 
@@ -215,6 +219,25 @@ class Job:
                                             or self.samples is not None):
             raise PredictionError(f"give either {spell('iterations')} or {spell('epochs')} "
                                   f"(with {spell('samples')}), not both")
+        self._check_length()
+
+    def _check_length(self) -> None:
+        """A job longer than any training (:data:`LONGEST`) is a typing slip, said by the
+        option that holds it: counted on, ``1e300`` epochs of ``1e300`` samples would
+        overflow into a traceback far from the option (``OverflowError``)."""
+        for name in ("iterations", "epochs", "samples"):
+            value = getattr(self, name)
+            if value is not None and value > LONGEST:
+                raise PredictionError(f"{spell(name, value=False)} {value:g} is more than "
+                                      f"any training job counts (at most {LONGEST:.0e}): give "
+                                      f"the job's real length")
+        if (self.epochs is not None and self.samples is not None
+                and self.epochs * self.samples > LONGEST):
+            raise PredictionError(
+                f"{spell('epochs', value=False)} {self.epochs:g} × "
+                f"{spell('samples', value=False)} {self.samples:g} is "
+                f"{self.epochs * self.samples:.3g} samples, more than any training job "
+                f"(at most {LONGEST:.0e}): give the job's real length")
 
     @classmethod
     def of(cls, job: Job | str | None = None, **changes: Any) -> Job:

@@ -3,7 +3,8 @@
     gpuperf runs [--network NAME] [--csv]
     gpuperf import FILE [--map COLUMN=CANONICAL ...] [--network NAME] [--gpu NAME] [--again]
     gpuperf predict [NAME] [--batch-size 32,64] [--iterations N | --epochs E [--samples N]]
-                    [--gpu "A100 80GB,T4"] [--gpu-count N] [--set depth=50] [--csv]
+                    [--gpu "A100 80GB,T4"] [--gpu-count N] [--set depth=50] [--deadline H:MM]
+                    [--csv]
     gpuperf predict --remaining [RUN_ID] [--gpu NAME] [--gpu-count N] [--prices FILE] [--csv]
     gpuperf evaluate [--scenario grouped] [--column C] [--threshold T] [--network NAME]
     gpuperf migrate [URL]
@@ -13,10 +14,15 @@
 Every command takes ``--store PATH_OR_URL`` (default: ``$GPUPERF_STORE``, else the per-user
 store); a ``postgresql://`` URL names a server store. The commands that only read (runs,
 predict, evaluate, sync's SRC) refuse a store file that does not exist rather than read it as
-empty; import, migrate and demo create it.
+empty; import, migrate create it (demo writes a temporary store unless given one).
 The commands share the code of the magics: :mod:`gpuperf_magics.prediction.predict`,
 :mod:`gpuperf_magics.prediction.options` (``predict`` takes the options of ``%predict_time``)
-and :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2.
+and :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2; a
+mistyped option prints its command's usage and the option it is closest to. What the commands
+print shows a control character escaped (``\x1b``), never as a terminal would act on it; every
+CSV goes through the store's formula escaping (:func:`write_csv`). Output cut short by its
+reader (``gpuperf runs | head -1``) ends quietly with status 141, as a Unix tool killed by
+SIGPIPE does.
 
 ``gpuperf import`` tags every row with a SHA-256 of the file's bytes and of ``--map``,
 ``--network`` and ``--gpu`` (:data:`IMPORT_TAG`), and refuses a file whose fingerprint is
@@ -26,8 +32,11 @@ already in the store unless ``--again`` is given.
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import json
+import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +45,7 @@ from typing import Any
 from gpuperf_magics.prediction import options as prediction_options
 from gpuperf_magics.prediction.options import number
 
-__all__ = ["main"]
+__all__ = ["main", "printable", "write_csv"]
 
 #: Columns of ``Store.runs()`` that ``gpuperf runs`` shows (all columns with --csv).
 RUN_COLUMNS = ["run_id", "network", "batch_size", "iterations", "time_s", "it_median_s",
@@ -55,16 +64,59 @@ RUN_LEGEND = ("timed_it: the iterations time_s covers (it_median_s: their median
 IMPORT_TAG = "import_sha256"
 
 
+#: The store option's help, but for the demo, which never writes to the user's store.
+STORE_HELP = "SQLite file or postgresql:// URL (default: $GPUPERF_STORE, else the per-user store)"
+DEMO_STORE_HELP = ("SQLite file to write the demo's runs to (default: a temporary store, "
+                   "deleted when the demo ends: $GPUPERF_STORE and the per-user store are "
+                   "never used, so the demo does not mix with your runs)")
+
+#: Control characters (C0 but the newline, DEL, C1): what a terminal would act on.
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with each control character shown as its escape (``\\x1b``, ``\\t``).
+
+    Names come from imported files and other people's stores: printed raw, an escape
+    sequence in one would move the cursor, recolour or retitle the user's terminal, or hide
+    the rows after it. Newlines stay (the tables are made of lines).
+    """
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+def _say(text: object = "", *, file: Any = None) -> None:
+    """Print what a command shows, its control characters escaped (:func:`printable`)."""
+    print(printable(str(text)), file=file or sys.stdout)
+
+
+def write_csv(frame: Any, stream: Any = None) -> None:
+    """Write ``frame`` as CSV, every text cell and header that a spreadsheet would run as a
+    formula (``=``, ``+``, ``-``, ``@``...) made inert as :meth:`Store.export` does it (the
+    store's :func:`~gpuperf_magics.store.files.escape_formula`): one escaping rule for every
+    CSV the package writes, so that an imported network named ``=HYPERLINK(...)`` is text in
+    the spreadsheet ``gpuperf runs --csv`` fills."""
+    import pandas as pd
+
+    from gpuperf_magics.store.files import escape_formula
+
+    out = frame.rename(columns=lambda name: escape_formula(str(name)))
+    for name in out.columns:
+        column = out[name]
+        if column.dtype == object or pd.api.types.is_string_dtype(column):
+            out[name] = column.map(escape_formula)
+    out.to_csv(stream or sys.stdout, index=False)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpuperf", description="Profiled training runs and training-time predictions."
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+    def command(name: str, help_text: str,
+                store_help: str = STORE_HELP) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--store", metavar="PATH_OR_URL", help="SQLite file or postgresql:// URL "
-                       "(default: $GPUPERF_STORE, else the per-user store)")
+        p.add_argument("--store", metavar="PATH_OR_URL", help=store_help)
         return p
 
     runs = command("runs", "List the runs of the store.")
@@ -85,6 +137,9 @@ def _parser() -> argparse.ArgumentParser:
     pred = command("predict", "Predict training time for other configurations (the options "
                    "of the notebook's predict_time magic).")
     prediction_options.add_to(pred)
+    pred.add_argument("--deadline", metavar="H:MM", help="time the job may take, in hours "
+                      "(2.5) or H:MM (2:30): each configuration is marked as meeting it or "
+                      "not (a deadline column with --csv)")
     pred.add_argument("--prices", metavar="FILE", help="CSV of your own instance prices, "
                       "merged over the built-in ones (for --remaining's cost)")
     pred.add_argument("--csv", action="store_true", help="the full table as CSV")
@@ -107,7 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     syn.add_argument("dst", metavar="DST", help="store to copy into (path or URL)")
     syn.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
-    command("demo", "Profile a small CNN on the CPU at a few batch sizes and predict.")
+    command("demo", "Profile a small CNN on the CPU at a few batch sizes and predict, in a "
+            "temporary store unless --store is given.", store_help=DEMO_STORE_HELP)
     return parser
 
 
@@ -130,16 +186,16 @@ def _runs(args: argparse.Namespace) -> int:
 
     store = Store(args.store, must_exist=True)
     frame = store.runs(**({"network": args.network} if args.network else {}))
+    if frame.empty and args.network:  # a filter that matched nothing: a mistake, said so
+        known = sorted(set(store.runs(columns=["network"])["network"].astype(str)))
+        raise ValueError(f"no runs of network {args.network!r} in {store.path}; "
+                         + (f"networks in the store: {', '.join(known)}" if known
+                            else "the store has no runs"))
     if args.csv:
-        frame.to_csv(sys.stdout, index=False)
+        write_csv(frame)
         return 0
     if frame.empty:
-        if args.network:
-            known = sorted(set(store.runs(columns=["network"])["network"].astype(str)))
-            print(f"no runs of network {args.network!r} in {store.path}"
-                  + (f"; its networks: {', '.join(known)}" if known else ""))
-        else:
-            print(f"no runs in {store.path}")
+        _say(f"no runs in {store.path}")
         return 0
     shown = frame.reindex(columns=[*RUN_COLUMNS, "warmup_iterations", "device",
                                    "torch_threads"]).copy()
@@ -148,8 +204,8 @@ def _runs(args: argparse.Namespace) -> int:
     shown["warmup_iterations"] = ["-" if pd.isna(v) else int(v)
                                   for v in shown["warmup_iterations"]]
     shown = shown.rename(columns={"iterations": "timed_it", "warmup_iterations": "warmup_it"})
-    print(shown[RUN_DISPLAY].to_string(index=False, na_rep="-"))
-    print(RUN_LEGEND)
+    _say(shown[RUN_DISPLAY].to_string(index=False, na_rep="-"))
+    _say(RUN_LEGEND)
     return 0
 
 
@@ -204,15 +260,15 @@ def _import(args: argparse.Namespace) -> int:
         ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
                                  gpu=args.gpu, tags=tags)
     if note:
-        print(note, file=sys.stderr)
+        _say(note, file=sys.stderr)
     new = [i for i in ids if i not in known]  # a row whose run_uid is stored keeps its id
     if new:
-        print(f"imported {len(new)} row(s) into {store.path} (run ids {min(new)}–{max(new)})")
+        _say(f"imported {len(new)} row(s) into {store.path} (run ids {min(new)}–{max(new)})")
     if len(new) < len(ids):
-        print(f"{len(ids) - len(new)} row(s) already in the store (same run_uid): not imported "
-              "again")
+        _say(f"{len(ids) - len(new)} row(s) already in the store (same run_uid): not imported "
+             "again")
     if not ids:
-        print("nothing to import")
+        _say("nothing to import")
     return 0
 
 
@@ -223,9 +279,9 @@ def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOpti
     result = remaining_time(Store(args.store, must_exist=True), opts.run_id, opts.job,
                             prices=args.prices)
     if args.csv:
-        result.frame.to_csv(sys.stdout, index=False)
+        write_csv(result.frame)
     else:
-        print(result)
+        _say(result)
     return 0
 
 
@@ -245,11 +301,44 @@ def _predict(args: argparse.Namespace) -> int:
                 "--remaining 12 --prices my_prices.csv); offers with prices for a new job are "
                 "in gpuperf_magics.offers() or the notebook panel (%predict_time -w)")
         result = predict.predict_time(Store(args.store, must_exist=True), opts.job)
+    frame = result.frame
+    if opts.job.deadline_s is not None:
+        frame = frame.assign(deadline=[_meets(row, opts.job.deadline_s)
+                                       for _, row in frame.iterrows()])
     if args.csv:
-        result.frame.to_csv(sys.stdout, index=False)
-    else:
-        print(result)
+        write_csv(frame)
+        return 0
+    _say(result)
+    if opts.job.deadline_s is not None:
+        _say(_deadline_lines(frame, opts.job.deadline_s))
     return 0
+
+
+def _meets(row: Any, deadline_s: float) -> str:
+    """``met`` (the interval's upper end within the deadline), ``likely`` (the predicted
+    time within it, the upper end not) or ``missed``."""
+    if row["time_high_s"] <= deadline_s:
+        return "met"
+    return "likely" if row["time_s"] <= deadline_s else "missed"
+
+
+def _deadline_lines(frame: Any, deadline_s: float) -> str:
+    """What ``--deadline`` adds under the table: the configurations by how they meet it."""
+    from gpuperf_magics.units import format_duration
+
+    words = {"met": "met (even the interval's upper end)",
+             "likely": "likely (the predicted time, not the interval's upper end)",
+             "missed": "missed"}
+    lines = [f"deadline {format_duration(deadline_s)}:"]
+    for state, said in words.items():
+        rows = frame[frame["deadline"] == state]
+        if len(rows):
+            names = ", ".join(
+                f"batch {int(r['batch_size'])} · {r['gpu']}"
+                + (f" ×{int(r['gpu_count'])}" if r["gpu_count"] > 1 else "")
+                for _, r in rows.iterrows())
+            lines.append(f"  {said}: {names}")
+    return "\n".join(lines)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -265,9 +354,9 @@ def _evaluate(args: argparse.Namespace) -> int:
     table = evaluate(fit.model.model, x, y, args.scenario, column=args.column, threshold=threshold)
     # The error in percent, as every other error the package prints.
     table["mape"] = table["mape"].map(lambda v: f"{100 * v:.1f}%")
-    print(f"network {runs['network'].iloc[0]}: {len(runs)} run(s) in {store.path}; mape: "
-          "error of the model refitted without the held-out runs, in % of the measured time")
-    print(table.to_string(index=False))
+    _say(f"network {runs['network'].iloc[0]}: {len(runs)} run(s) in {store.path}; mape: "
+         "error of the model refitted without the held-out runs, in % of the measured time")
+    _say(table.to_string(index=False))
     return 0
 
 
@@ -277,11 +366,11 @@ def _migrate(args: argparse.Namespace) -> int:
     store = Store(args.url or args.store)
     before, after = store.migrate()
     if before == after:
-        print(f"{store.path}: schema version {after}, nothing to do")
+        _say(f"{store.path}: schema version {after}, nothing to do")
     elif before == 0:
-        print(f"{store.path}: store created (schema version {after})")
+        _say(f"{store.path}: store created (schema version {after})")
     else:
-        print(f"{store.path}: schema upgraded from version {before} to {after}")
+        _say(f"{store.path}: schema upgraded from version {before} to {after}")
     return 0
 
 
@@ -293,7 +382,8 @@ class SyncBar:
     """
 
     def __init__(self, quiet: bool, stream: Any = None) -> None:
-        self.quiet, self.stream, self.bar = quiet, stream or sys.stderr, None
+        self.quiet, self.stream = quiet, stream or sys.stderr
+        self.bar: Any = None
 
     def __call__(self, done: int, total: int) -> None:
         if self.quiet or total == 0 or (total < 1000 and not self.stream.isatty()):
@@ -318,7 +408,7 @@ def _sync(args: argparse.Namespace) -> int:
         result = source.sync_to(Store(args.dst), progress=bar)
     finally:
         bar.close()
-    print(result)
+    _say(result)
     return 0
 
 
@@ -330,7 +420,25 @@ def _demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``gpuperf`` command."""
-    args = _parser().parse_args(argv)
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe would print a traceback
+    except BrokenPipeError:
+        # The reader stopped reading (``| head -1``): end quietly as Unix tools do, with the
+        # status of a process stopped by SIGPIPE. Python's own flush at exit would fail again,
+        # so stdout is pointed at the null device first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unknown(parser, args.command, extra)
     handlers = {"runs": _runs, "import": _import, "predict": _predict,
                 "evaluate": _evaluate, "migrate": _migrate, "sync": _sync, "demo": _demo}
     from gpuperf_magics.store import StoreError
@@ -338,8 +446,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handlers[args.command](args)
     except (ValueError, KeyError, StoreError, FileNotFoundError) as exc:
-        print(f"gpuperf {args.command}: error: {_message(args.command, exc)}", file=sys.stderr)
+        _say(f"gpuperf {args.command}: error: {_message(args.command, exc)}", file=sys.stderr)
         return 2
+
+
+def _unknown(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> None:
+    """Words the command does not take: its own usage (not the top-level one) and the option
+    a mistyped one is closest to (``--batchsize`` → ``--batch-size``); exits with status 2."""
+    sub = _subparser(parser, command)
+    options = sorted({s for action in sub._actions for s in action.option_strings
+                      if s.startswith("--")})
+    typed = next((w for w in extra if w.startswith("-")), extra[0]).split("=")[0]
+    close = difflib.get_close_matches(typed, options, n=1, cutoff=0.6)
+    hint = (f"did you mean {close[0]}?" if close else
+            f"gpuperf {command} takes {', '.join(options)}")
+    sub.error(f"unrecognized arguments: {printable(' '.join(extra))}; {hint} "
+              f"(gpuperf {command} --help lists them)")
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[command]
+    raise LookupError(command)  # pragma: no cover - every parser here has its commands
 
 
 def _message(command: str, exc: Exception) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import keyword
 import shlex
+import warnings
 from argparse import ArgumentTypeError
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -90,11 +91,13 @@ def _check_store(path: str | None) -> None:
     reached or holds no store: one read says so (a missing file is fine: the first save
     creates it).
     """
-    # The store is imported when a magic first runs, not when the extension loads.
-    from gpuperf_magics.store import Store, StoreError
+    # The store is imported when a magic first runs, not when the extension loads. The check
+    # is the one ``profile_training`` makes on entry in a script.
+    from gpuperf_magics.capture import check_store
+    from gpuperf_magics.store import StoreError
 
     try:
-        Store(path).revision()
+        check_store(path)
     except (ValueError, StoreError) as exc:
         raise UsageError(str(exc)) from None
 
@@ -193,7 +196,11 @@ class GpuPerf(Magics):
         its partial run with its status.
         """
         opts = self._profile_options(line)
-        from gpuperf_magics.capture import profile_training
+        from gpuperf_magics.capture import (
+            NestedProfileWarning,
+            UnsavedRunWarning,
+            profile_training,
+        )
 
         shell = self.shell
         assert shell is not None
@@ -214,7 +221,9 @@ class GpuPerf(Magics):
         # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
         # to the outer cell so that a failed training cell fails in the notebook too.
         outer = shell.displayhook.exec_result
-        run = session.__enter__()
+        with warnings.catch_warnings():  # a nested cell: its line shows the run's note
+            warnings.simplefilter("ignore", NestedProfileWarning)
+            run = session.__enter__()
         error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
         late: BaseException | None = None
         try:
@@ -223,7 +232,9 @@ class GpuPerf(Magics):
         finally:
             shell.displayhook.exec_result = outer
             try:
-                session.stop(error)
+                with warnings.catch_warnings():  # the cell's line shows the run's note
+                    warnings.simplefilter("ignore", UnsavedRunWarning)
+                    session.stop(error)
             except BaseException as exc:  # e.g. a second Ctrl-C while the run is described
                 late = exc  # the run is saved or in unsaved_runs(); show it, then this
             if error is not None and outer is not None:
