@@ -65,8 +65,6 @@ MOVED = {
     "gpuperf_magics.run.format_seconds": "gpuperf_magics.units.format_seconds",
     "gpuperf_magics.prediction.predict.format_duration": "gpuperf_magics.units.format_duration",
     "gpuperf_magics.prediction.offers.format_cost": "gpuperf_magics.units.format_cost",
-    "gpuperf_magics.store.columns.KINDS": "gpuperf_magics.columns.KINDS",
-    "gpuperf_magics.store.columns.group_of": "gpuperf_magics.columns.group_of",
     "gpuperf_magics.store.CANONICAL_COLUMNS": "gpuperf_magics.columns.CANONICAL_COLUMNS",
     "gpuperf_magics.store.FIRST_COLUMNS": "gpuperf_magics.columns.FIRST_COLUMNS",
 }
