@@ -108,8 +108,9 @@ def test_an_older_server_store_is_upgraded_only_on_purpose(pg_url: str, version:
     assert runs["run_uid"].tolist() == [UIDS[1], UIDS[3]]
     assert store.get_run(1).iterations[0].warmup
     assert raw_sql(store, "SELECT value FROM meta WHERE key = 'revision'") == [("3",)]
-    assert raw_sql(store, "SELECT version_num FROM alembic_version") == [
-        (str(latest_version()),)]
+    if version < latest_version():  # Alembic ran (and was stamped with the version first)
+        assert raw_sql(store, "SELECT version_num FROM alembic_version") == [
+            (str(latest_version()),)]
     assert store.save_run(make_run()) == 4
     assert store.migrate() == (latest_version(), latest_version())  # nothing to do
 
