@@ -69,8 +69,14 @@ def engine(path: Path, immutable: bool = False) -> Any:
 
 
 def set_busy_timeout(conn: Any, timeout: float) -> None:
-    """How long SQLite's busy handler waits for another writer's lock on ``conn`` (seconds)."""
-    conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(max(timeout, 0.0) * 1000)}")
+    """How long SQLite's busy handler waits for another writer's lock on ``conn`` (seconds).
+
+    Sent on the driver connection itself: a pragma of the connection, outside any transaction
+    and any statement SQLAlchemy needs to know of (and one SQLAlchemy execution less on every
+    operation of the store).
+    """
+    conn.connection.driver_connection.execute(
+        f"PRAGMA busy_timeout = {int(max(timeout, 0.0) * 1000)}")
 
 
 def is_busy(exc: BaseException) -> bool:

@@ -267,6 +267,11 @@ def phases(run_id: Any, text: Any) -> Any:
     return value
 
 
+#: One run with its hardware, built once (a select of every column costs more to build than
+#: to run).
+_SELECT_RUN = select_runs([*RUN_SELECT, "hardware"]).where(runs.c.id == sa.bindparam("run_id"))
+
+
 def read_run(conn: Any, run_id: int, shown: str) -> StoredRun:
     """The run ``run_id`` of the store ``shown``, with its iteration rows.
 
@@ -277,7 +282,7 @@ def read_run(conn: Any, run_id: int, shown: str) -> StoredRun:
     CorruptRow
         A JSON cell of the run does not parse.
     """
-    result = conn.execute(select_runs([*RUN_SELECT, "hardware"]).where(runs.c.id == run_id))
+    result = conn.execute(_SELECT_RUN, {"run_id": run_id})
     row = result.first()
     if row is None:
         raise RunNotFoundError(run_id, shown)

@@ -96,15 +96,25 @@ def bump_revision(conn: Any) -> None:
     conn.execute(sa.update(meta).where(meta.c.key == "revision").values(value=value))
 
 
-def _insert(conn: Any, table: sa.Table) -> Any:
+def _insert(dialect: str, table: sa.Table) -> Any:
     """The dialect's own ``INSERT`` (it has ``on_conflict_do_nothing``)."""
-    if conn.dialect.name == "sqlite":
+    if dialect == "sqlite":
         from sqlalchemy.dialects import sqlite
 
         return sqlite.insert(table)
     from sqlalchemy.dialects import postgresql
 
     return postgresql.insert(table)
+
+
+@lru_cache(maxsize=4)
+def _statements(dialect: str) -> tuple[Any, Any]:
+    """(insert a hardware row unless known, insert one run unless its uid is known and give
+    its id): built once per dialect, their values bound per call."""
+    hardware_row = _insert(dialect, hardware).on_conflict_do_nothing(index_elements=["fingerprint"])
+    one_run = (_insert(dialect, runs).on_conflict_do_nothing(index_elements=["run_uid"])
+               .returning(runs.c.id))
+    return hardware_row, one_run
 
 
 def hardware_id(conn: Any, info: dict[str, Any] | str | None) -> int | None:
@@ -116,10 +126,10 @@ def hardware_id(conn: Any, info: dict[str, Any] | str | None) -> int | None:
     if not parsed:
         return None
     key = fingerprint(parsed)
-    conn.execute(_insert(conn, hardware).values(
-        fingerprint=key, gpu_name=sql_value(parsed.get("gpu_name")),
-        cpu_model=sql_value(parsed.get("cpu_model")), info=text,
-    ).on_conflict_do_nothing(index_elements=["fingerprint"]))
+    conn.execute(_statements(conn.dialect.name)[0], {
+        "fingerprint": key, "gpu_name": sql_value(parsed.get("gpu_name")),
+        "cpu_model": sql_value(parsed.get("cpu_model")), "info": text,
+    })
     return int(conn.execute(sa.select(hardware.c.id).where(hardware.c.fingerprint == key))
                .scalar_one())
 
@@ -181,10 +191,8 @@ def _insert_rows(conn: Any, rows: list[list[Any]]) -> list[Inserted]:
     """The runs rows (``WRITTEN_COLUMNS`` values) inserted, those already there left out."""
     if len(rows) == 1:
         # RETURNING gives the id without a second query (SQLite >= 3.35, PostgreSQL).
-        found = conn.execute(
-            _insert(conn, runs).values(dict(zip(WRITTEN_COLUMNS, rows[0], strict=True)))
-            .on_conflict_do_nothing(index_elements=["run_uid"]).returning(runs.c.id)
-        ).first()
+        found = conn.execute(_statements(conn.dialect.name)[1],
+                             dict(zip(WRITTEN_COLUMNS, rows[0], strict=True))).first()
         return [Inserted(int(found[0]), True) if found
                 else Inserted(_id_of_uid(conn, rows[0][-3]), False)]
     # Runs already there are left out first; a run another process inserts meanwhile makes
