@@ -73,3 +73,15 @@ def test_a_missing_file_or_store(tmp_path: Path) -> None:
     frame = pd.read_csv(path).rename(columns=MAPPING)
     assert store.import_table(frame, network="bert", skip_duplicates=True) == [1, 2]
     assert store.runs()["tags"].tolist() == [{}, {}]
+
+
+def test_the_fingerprint_is_the_one_gpuperf_import_wrote(tmp_path: Path) -> None:
+    """Rows tagged by ``gpuperf import`` of version 0.1.0 (which computed the fingerprint in
+    the CLI) are recognised: the values below are what it computed for this file."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"step_time,bsz\n0.5,16\n0.75,32\n")
+    assert file_fingerprint(path, MAPPING, "bert", None) == (
+        "89edf03be67dbe423e5b64b7e73008c48c134fb1c23d736545e3b161b97f92b5")
+    # No mapping is the empty mapping the command line passed.
+    assert file_fingerprint(path, None, None, "T4") == file_fingerprint(path, {}, None, "T4") \
+        == "07cd2b336cbf13111b6f8b77996ccdc3f8bbc0ea8649450250876bb41e25ac94"
