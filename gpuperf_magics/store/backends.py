@@ -9,7 +9,6 @@ unit of work, not before.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import random
 import sqlite3
@@ -130,9 +129,7 @@ class SqliteBackend:
                 result = work(conn)
                 conn.commit()
             except BaseException:
-                # The original error says more than a failed rollback would.
-                with contextlib.suppress(sqlite3.Error, OSError):
-                    conn.rollback()
+                _rollback(conn)  # the original error says more than a failed rollback would
                 raise
             return result
         finally:
@@ -202,7 +199,8 @@ class PostgresBackend:
 
 
 def _rollback(conn: Any) -> None:
-    """Roll back after a failure; a connection the server dropped cannot, and is closed."""
+    """Roll back after a failure; a connection the server dropped (or a file that went away)
+    cannot, and is closed next."""
     try:
         conn.rollback()
     except Exception as exc:  # the connection is gone: nothing is left to roll back
