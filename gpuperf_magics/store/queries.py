@@ -240,8 +240,9 @@ def read_iterations(conn: Any, run_ids: list[int], shown: str) -> list[Iteration
     found: set[int] = set()
     rows: list[tuple[Any, ...]] = []
     for chunk in chunked(wanted):
-        found.update(int(i) for i in conn.execute(_IDS_IN, {"ids": chunk}).scalars())
-        rows.extend(conn.execute(ITERATIONS_IN, {"ids": chunk}))
+        # .all(): one fetchall each (iterating a result fetches row by row).
+        found.update(int(i) for i in conn.execute(_IDS_IN, {"ids": chunk}).scalars().all())
+        rows.extend(conn.execute(ITERATIONS_IN, {"ids": chunk}).all())
     absent = [i for i in run_ids if i not in found]
     if absent:
         raise RunNotFoundError(absent[0], shown)
@@ -291,5 +292,5 @@ def read_run(conn: Any, run_id: int, shown: str) -> StoredRun:
     except ValueError as exc:
         raise CorruptRow(str(exc)) from None
     its = [IterationRow(run_id, *row)
-           for row in conn.execute(SELECT_ITERATIONS, {"run_id": run_id})]
+           for row in conn.execute(SELECT_ITERATIONS, {"run_id": run_id}).all()]
     return StoredRun(record, its)

@@ -245,9 +245,9 @@ def _ids_of_uids(conn: Any, uids: list[str]) -> dict[str, int]:
 
         wanted = sa.bindparam("uids", list(uids), type_=ARRAY(sa.Text))
         return {u: int(i) for u, i in conn.execute(
-            sa.select(runs.c.run_uid, runs.c.id).where(runs.c.run_uid == sa.any_(wanted)))}
+            sa.select(runs.c.run_uid, runs.c.id).where(runs.c.run_uid == sa.any_(wanted))).all()}
     out: dict[str, int] = {}
     for chunk in chunked(uids):
         out.update({u: int(i) for u, i in conn.execute(
-            sa.select(runs.c.run_uid, runs.c.id).where(runs.c.run_uid.in_(chunk)))})
+            sa.select(runs.c.run_uid, runs.c.id).where(runs.c.run_uid.in_(chunk))).all()})
     return out

@@ -46,8 +46,9 @@ def _uids(conn: Any) -> list[tuple[int, str]]:
 
     from gpuperf_magics.store.tables import runs
 
+    # .all(): one fetchall (iterating a result fetches row by row).
     return [(int(i), str(u)) for i, u in conn.execute(
-        sa.select(runs.c.id, runs.c.run_uid).order_by(runs.c.id))]
+        sa.select(runs.c.id, runs.c.run_uid).order_by(runs.c.id)).all()]
 
 
 def sync(source: StoreReader, destination: StoreReader, *,

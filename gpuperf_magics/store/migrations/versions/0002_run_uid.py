@@ -43,7 +43,7 @@ def _backfill_uids(conn: Any) -> None:
     its: dict[int, list[tuple[Any, ...]]] = {}
     for run_id, *values in conn.execute(
             sa.select(iterations.c.run_id, *(iterations.c[n] for n in ITERATION_FIELDS))
-            .order_by(iterations.c.run_id, iterations.c.idx)):
+            .order_by(iterations.c.run_id, iterations.c.idx)).all():
         its.setdefault(int(run_id), []).append(tuple(values))
     counter = UidCounter()
     updates = [{"uid": counter.uid(values[:-1], values[-1], its.get(int(run_id), [])),
