@@ -44,11 +44,11 @@ class SyncResult:
 def _uids(conn: Any) -> list[tuple[int, str]]:
     import sqlalchemy as sa
 
+    from gpuperf_magics.store.records import driver_rows
     from gpuperf_magics.store.tables import runs
 
-    # .all(): one fetchall (iterating a result fetches row by row).
-    return [(int(i), str(u)) for i, u in conn.execute(
-        sa.select(runs.c.id, runs.c.run_uid).order_by(runs.c.id)).all()]
+    return [(int(i), str(u)) for i, u in driver_rows(
+        conn, sa.select(runs.c.id, runs.c.run_uid).order_by(runs.c.id))]
 
 
 def sync(source: StoreReader, destination: StoreReader, *,
