@@ -123,13 +123,6 @@ def test_group_of_agrees_with_each_columns_group() -> None:
         assert group_of(c.name) == ("ignore" if c.name == "run_id" else c.group), c.name
 
 
-def test_the_store_reads_the_same_registry() -> None:
-    from gpuperf_magics.store import columns as store_columns
-
-    for name in store_columns.__all__:
-        assert getattr(store_columns, name) is getattr(columns, name), name
-
-
 # ---------------------------------------------------------------------- the producers
 def test_gpu_info_fields_are_the_registry_rows() -> None:
     from gpuperf_magics.hardware.gpu import GPU_FEATURES, GpuInfo

@@ -106,7 +106,7 @@ def test_timeout_is_kept_through_every_way_in(
 ) -> None:
     """A Store's lock timeout reaches SQLite whichever way the Store comes in.
 
-    Checked on the busy timeout each connection is opened with and on the timeout the error
+    Checked on the busy timeout each connection is given and on the timeout the error
     quotes, not on wall time: a loaded machine makes any call slow (this test failed twice
     at a load average of 21 when it timed the calls).
     """
@@ -116,13 +116,13 @@ def test_timeout_is_kept_through_every_way_in(
     store = file_store
     store.save_run(make_run())
     waits: list[float] = []
-    real_open = backends.open_connection
+    real_set = backends.set_busy_timeout
 
-    def open_and_note_the_timeout(path: Path, timeout: float, **options: bool) -> object:
+    def set_and_note_the_timeout(conn: object, timeout: float) -> None:
         waits.append(timeout)
-        return real_open(path, timeout, **options)
+        real_set(conn, timeout)
 
-    monkeypatch.setattr(backends, "open_connection", open_and_note_the_timeout)
+    monkeypatch.setattr(backends, "set_busy_timeout", set_and_note_the_timeout)
     holder = sqlite3.connect(store.path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:

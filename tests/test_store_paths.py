@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,28 +17,25 @@ def test_default_path_from_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert Store().path == tmp_path / "team.sqlite"
 
 
-def test_default_path_per_platform(tmp_path: Path) -> None:
+def test_default_path_per_platform(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The per-user folder is platformdirs' (XDG on Linux; its own rules elsewhere)."""
+    import platformdirs
+
     home = tmp_path / "home"
-    linux = default_store_path(platform="linux", environ={}, home=home)
-    assert linux == home / ".local/share/gpuperf_magics/runs.sqlite"
-    xdg = default_store_path(platform="linux", environ={"XDG_DATA_HOME": "/data/x"}, home=home)
-    assert xdg == Path("/data/x/gpuperf_magics/runs.sqlite")
-    # A relative XDG_DATA_HOME is ignored, as the XDG spec says.
-    assert user_data_dir(platform="linux", environ={"XDG_DATA_HOME": "rel"}, home=home) == (
-        home / ".local/share/gpuperf_magics"
-    )
-    mac = default_store_path(platform="darwin", environ={}, home=home)
-    assert mac == home / "Library/Application Support/gpuperf_magics/runs.sqlite"
-    win = user_data_dir(platform="win32", environ={"LOCALAPPDATA": str(tmp_path / "L")},
-                        home=home)
-    assert win == tmp_path / "L" / "gpuperf_magics"
-    assert user_data_dir(platform="win32", environ={}, home=home) == (
-        home / "AppData/Local/gpuperf_magics"
-    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    expected = Path(platformdirs.user_data_dir("gpuperf_magics", appauthor=False))
+    assert user_data_dir() == expected
+    assert default_store_path(environ={}) == expected / "runs.sqlite"
+    if sys.platform.startswith("linux"):
+        assert expected == home / ".local/share/gpuperf_magics"
+        monkeypatch.setenv("XDG_DATA_HOME", "/data/x")
+        assert default_store_path(environ={}) == Path("/data/x/gpuperf_magics/runs.sqlite")
+        # A relative XDG_DATA_HOME is ignored, as the XDG spec says.
+        monkeypatch.setenv("XDG_DATA_HOME", "rel")
+        assert user_data_dir() == home / ".local/share/gpuperf_magics"
     # An empty GPUPERF_STORE counts as unset.
-    assert default_store_path(platform="linux", environ={"GPUPERF_STORE": " "}, home=home) == (
-        linux
-    )
+    assert default_store_path(environ={"GPUPERF_STORE": " "}) == user_data_dir() / "runs.sqlite"
 
 
 def test_default_store_created_on_first_write_never_in_cwd(

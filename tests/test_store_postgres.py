@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import psycopg
@@ -20,10 +19,10 @@ from IPython.core.error import UsageError
 from made_runs import make_run
 from pgcluster import PG_PASSWORD, PG_PASSWORD_USER, PostgresServer
 from store_sql import raw_sql
+from store_versions import RUNS, UIDS, make_server_store
 
 import gpuperf_magics as gm
-from gpuperf_magics.store import Store, StoreError, StoreVersionError, latest_version, schema
-from gpuperf_magics.store.postgres import PgConnection
+from gpuperf_magics.store import Store, StoreError, StoreVersionError, latest_version
 
 LOOP = """
 import torch
@@ -90,29 +89,30 @@ def test_a_server_store_is_created_only_by_migrate(pg_url: str) -> None:
         (str(latest_version()),)]
 
 
-def _make_version_1(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as raw:
-        conn = PgConnection(raw)
-        conn.execute("BEGIN")
-        schema.MIGRATIONS[0].apply(conn, schema.POSTGRES)
-        schema._set_version(conn, schema.POSTGRES, 1)
-        conn.execute(
-            "INSERT INTO runs (created_at, network, iterations, time_s, status, source) "
-            "VALUES ('2024-01-01T00:00:00.000000+00:00', 'old', 3, 0.5, 'ok', 'profile')")
-        conn.execute("COMMIT")
-
-
-def test_an_older_server_store_is_upgraded_only_on_purpose(pg_url: str) -> None:
-    _make_version_1(pg_url)
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_an_older_server_store_is_upgraded_only_on_purpose(pg_url: str, version: int) -> None:
+    """A server store of each version 0.1.0 wrote keeps its rows, ids and uids, and the
+    identity goes on after the highest id; version 1 stores get the uids 0.1.0 gave them."""
+    make_server_store(pg_url, version)
     store = Store(pg_url)
-    with pytest.raises(StoreError, match=r"older schema.*gpuperf migrate") as info:
-        store.runs()
-    assert "teammates" in str(info.value)
-    assert raw_sql(store, "SELECT value FROM meta WHERE key = 'schema_version'") == [("1",)]
-    assert store.migrate() == (1, latest_version())
+    if version < latest_version():
+        with pytest.raises(StoreError, match=r"older schema.*gpuperf migrate") as info:
+            store.runs()
+        assert "teammates" in str(info.value)
+        assert raw_sql(store, "SELECT value FROM meta WHERE key = 'schema_version'") == [
+            (str(version),)]
+    assert store.migrate() == (version, latest_version())
     runs = store.runs()
-    assert runs["network"].tolist() == ["old"]
-    assert runs["run_uid"].str.fullmatch("[0-9a-f]{32}").all()
+    assert runs["run_id"].tolist() == [1, 3]
+    assert runs["network"].tolist() == [RUNS[1]["network"], RUNS[3]["network"]]
+    assert runs["run_uid"].tolist() == [UIDS[1], UIDS[3]]
+    assert store.get_run(1).iterations[0].warmup
+    assert raw_sql(store, "SELECT value FROM meta WHERE key = 'revision'") == [("3",)]
+    if version < latest_version():  # Alembic ran (and was stamped with the version first)
+        assert raw_sql(store, "SELECT version_num FROM alembic_version") == [
+            (str(latest_version()),)]
+    assert store.save_run(make_run()) == 4
+    assert store.migrate() == (latest_version(), latest_version())  # nothing to do
 
 
 def test_a_newer_server_store_asks_to_upgrade_the_package(pg_store_url: str) -> None:
@@ -225,12 +225,11 @@ def test_an_unreachable_server_stops_the_cell_before_it_trains(ip) -> None:
         port = s.getsockname()[1]  # nothing listens there once closed
     url = f"postgresql://ann:topsecret@127.0.0.1:{port}/team"
     ip.user_ns.pop("trained", None)
-    start = time.monotonic()
+    # How long it takes to say so: benchmarks/store_postgres.py.
     with pytest.raises(UsageError, match="cannot be reached") as info:
         ip.run_cell_magic("profile_training", f"--store {url}", "trained = True\n" + LOOP)
     assert "topsecret" not in str(info.value)
     assert "trained" not in ip.user_ns
-    assert time.monotonic() - start < 20
 
 
 @pytest.fixture
@@ -271,10 +270,10 @@ def test_lock_timeout_is_honoured(pg_store_url: str) -> None:
     with psycopg.connect(pg_store_url, autocommit=True) as holder:
         holder.execute("BEGIN")
         holder.execute("SELECT * FROM meta WHERE key = 'revision' FOR UPDATE")
-        start = time.monotonic()
-        with pytest.raises(StoreError, match="stayed locked"):
+        # The wait is the store's timeout, not the driver's: timed by
+        # benchmarks/store_postgres.py; here the message quotes the timeout it waited.
+        with pytest.raises(StoreError, match=r"stayed locked by another writer for 1 s"):
             Store(pg_store_url, timeout=1).save_run(make_run())
-        assert time.monotonic() - start < 5
         assert len(Store(pg_store_url).runs()) == 1  # readers are not blocked
         holder.execute("ROLLBACK")
     assert Store(pg_store_url).save_run(make_run()) >= 2

@@ -1,4 +1,5 @@
-"""Tests of gpuperf_magics.store.records: hardware rows, run uids across versions, named records.
+"""Tests of gpuperf_magics.store.records: hardware rows, run uids across versions (the uid itself
+is gpuperf_magics.store.rows'), named records.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ V2_UID_COLUMNS = (
 
 def _v2_uid(path: Path, run_id: int) -> str:
     """The uid schema version 2 gave this stored run."""
-    from gpuperf_magics.store.records import ITERATION_FIELDS, content_uid
+    from gpuperf_magics.store.rows import ITERATION_FIELDS, content_uid
 
     names = ", ".join("r." + n for n in V2_UID_COLUMNS)
     row = sql(path, f"SELECT {names}, h.info FROM runs AS r LEFT JOIN hardware AS h "

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from made_runs import make_run
 from store_sql import sql
+from store_versions import (
+    CREATED_AT,
+    ITERATIONS,
+    PEAK_MEMORY_GB,
+    UIDS,
+    make_store_file,
+)
 
-from gpuperf_magics.store import Store, latest_version, schema
+from gpuperf_magics.store import Store, latest_version, migrations, schema
 
 
 def test_new_store_schema(file_store: Store) -> None:
@@ -23,9 +33,46 @@ def test_new_store_schema(file_store: Store) -> None:
     assert {"meta", "hardware", "runs", "iterations", "runs_network"} <= tables
 
 
-def test_migrations_are_consecutive() -> None:
-    assert [m.version for m in schema.MIGRATIONS] == list(range(1, latest_version() + 1))
-    assert all(m.description for m in schema.MIGRATIONS)
+def test_migrations_are_consecutive_and_end_at_the_latest_version() -> None:
+    """Alembic's revisions are the schema versions 1..N in order, and N is what a store is
+    checked against without reading them (``schema.LATEST_VERSION``)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(migrations.HERE))
+    steps = list(reversed(list(script.walk_revisions())))
+    assert [s.revision for s in steps] == [str(v) for v in range(1, latest_version() + 1)]
+    assert [s.down_revision for s in steps] == [None, *(s.revision for s in steps[:-1])]
+    assert all(s.doc for s in steps)
+    assert migrations.head() == latest_version() == schema.LATEST_VERSION
+
+
+def test_the_migrations_build_the_tables_the_statements_use(tmp_path: Path) -> None:
+    """A store made by the Alembic steps holds exactly the columns of ``tables.py`` (the
+    tables every statement is built on), with the same types and nullability."""
+    import sqlalchemy as sa
+
+    from gpuperf_magics.store import tables
+
+    store = Store(tmp_path / "runs.sqlite")
+    store.save_run(make_run())
+    engine = sa.create_engine(f"sqlite:///{store.path}")
+    try:
+        inspector = sa.inspect(engine)
+        for table in tables.metadata.sorted_tables:
+            found = {c["name"]: c for c in inspector.get_columns(table.name)}
+            assert list(found) == [c.name for c in table.columns], table.name
+            for column in table.columns:
+                if table.name == "meta" and column.name == "value":
+                    continue  # untyped in SQLite on purpose
+                assert found[column.name]["nullable"] == column.nullable, column
+                assert (type(found[column.name]["type"]).__name__ in
+                        {"INTEGER", "FLOAT", "REAL", "TEXT", "BIGINT"}), column
+            indexes = {i["name"]: i["unique"] for i in inspector.get_indexes(table.name)}
+            assert indexes == {i.name: bool(i.unique) for i in table.indexes}, table.name
+    finally:
+        engine.dispose()
+    assert sql(store.path, "SELECT version_num FROM alembic_version") == [
+        (str(latest_version()),)]
 
 
 def test_empty_file_is_migrated(tmp_path: Path) -> None:
@@ -37,48 +84,85 @@ def test_empty_file_is_migrated(tmp_path: Path) -> None:
     assert store.save_run(make_run()) == 1
 
 
-def test_older_store_is_migrated_keeping_its_data(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_a_new_step_is_one_file(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What the schema docstring says a release does: one more Alembic file (and the latest
+    version), and every store upgrades on open keeping its data."""
     path = tmp_path / "runs.sqlite"
     run_id = Store(path).save_run(make_run())
     current = latest_version()
+    scripts = tmp_path / "migrations"
+    shutil.copytree(migrations.HERE, scripts, ignore=shutil.ignore_patterns("__pycache__"))
+    (scripts / "versions" / f"{current + 1:04d}_energy.py").write_text(
+        f'''"""Version {current + 1}: energy per run."""
+import sqlalchemy as sa
+from alembic import op
 
-    def add_column(conn: sqlite3.Connection, dialect: schema.Dialect) -> None:
-        conn.execute("ALTER TABLE runs ADD COLUMN energy_j REAL")
-        conn.execute("UPDATE runs SET energy_j = 1.5")
+revision = "{current + 1}"
+down_revision = "{current}"
+branch_labels = None
+depends_on = None
 
-    monkeypatch.setattr(
-        schema, "MIGRATIONS",
-        [*schema.MIGRATIONS, schema.Migration(current + 1, "energy per run", add_column)],
-    )
+
+def upgrade() -> None:
+    op.add_column("runs", sa.Column("energy_j", sa.Float))
+    op.execute("UPDATE runs SET energy_j = 1.5")
+''')
+    monkeypatch.setattr(migrations, "HERE", scripts)
+    monkeypatch.setattr(schema, "LATEST_VERSION", current + 1)
     store = Store(path)
     assert store.runs()["run_id"].tolist() == [run_id]
     assert sql(path, "PRAGMA user_version") == [(current + 1,)]
     assert sql(path, "SELECT energy_j FROM runs") == [(1.5,)]
+    assert sql(path, "SELECT version_num FROM alembic_version") == [(str(current + 1),)]
 
 
-def test_a_version_1_file_gains_run_uids(tmp_path: Path) -> None:
-    path = tmp_path / "v1.sqlite"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("BEGIN IMMEDIATE")
-    schema.MIGRATIONS[0].apply(conn, schema.SQLITE)
-    conn.execute("PRAGMA user_version = 1")
-    conn.execute(f"PRAGMA application_id = {schema.APPLICATION_ID}")
-    for network in ("a", "a", "b"):  # two identical rows: repeats, kept apart
-        conn.execute("INSERT INTO runs (created_at, network, iterations, time_s, status, source) "
-                     "VALUES ('2024-01-01T00:00:00.000000+00:00', ?, 2, 0.5, 'ok', 'profile')",
-                     (network,))
-    conn.execute("INSERT INTO iterations (run_id, idx, duration_s) VALUES (3, 0, 0.25)")
-    conn.execute("COMMIT")
-    conn.close()
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_a_store_of_each_older_version_upgrades_in_place(tmp_path: Path, version: int) -> None:
+    """Files of versions 1-3 as 0.1.0 wrote them (tests/store_versions.py) are upgraded on
+    open: rows, ids (and the gap a deletion left), iterations, revision and creation time are
+    kept; a version 1 file gets the uids 0.1.0's own step gave, so a sync still knows them."""
+    path = make_store_file(tmp_path / f"v{version}.sqlite", version)
+    before = sql(path, "SELECT id, network, time_s, tags, hardware_id FROM runs ORDER BY id")
     store = Store(path)
-    assert store.migrate() == (1, latest_version())
-    runs = store.runs()
-    assert runs["network"].tolist() == ["a", "a", "b"]
-    assert runs["run_uid"].str.fullmatch("[0-9a-f]{32}").all() and runs["run_uid"].is_unique
+    assert store.migrate() == (version, latest_version())
     assert sql(path, "PRAGMA user_version") == [(latest_version(),)]
+    assert sql(path, "PRAGMA application_id") == [(schema.APPLICATION_ID,)]
+    assert sql(path, "PRAGMA journal_mode") == [("wal",)]
+    assert sql(path, "SELECT id, network, time_s, tags, hardware_id FROM runs ORDER BY id") \
+        == before
+    runs = store.runs()
+    assert runs["run_id"].tolist() == [1, 3]
+    assert runs["run_uid"].tolist() == [UIDS[1], UIDS[3]]
+    assert runs["tags"][0] == {"who": "fixture"}
+    assert runs["peak_memory_gb"].tolist()[0] == (PEAK_MEMORY_GB if version == 3 else None) or (
+        version < 3 and pd.isna(runs["peak_memory_gb"][0]))
+    assert [it.duration_s for it in store.get_run(1).iterations] == [
+        d for _, d, _, _ in ITERATIONS]
+    assert store.token() == (CREATED_AT, 3)
+    assert store.save_run(make_run()) == 4  # AUTOINCREMENT: the deleted id 2 stays unused
+    assert store.revision() == 4
     assert store.migrate() == (latest_version(), latest_version())
+
+
+def test_opening_a_current_store_imports_no_alembic(tmp_path: Path) -> None:
+    """Alembic (and its scripts) are for stores whose schema must change: a process that
+    opens, reads and writes a current store never imports it."""
+    path = tmp_path / "runs.sqlite"
+    Store(path).save_run(make_run())
+    code = (
+        "import sys\n"
+        "from gpuperf_magics.store import Store\n"
+        "assert 'sqlalchemy' not in sys.modules, 'imported by the package'\n"
+        f"store = Store({str(path)!r})\n"
+        "assert 'sqlalchemy' not in sys.modules, 'imported by Store()'\n"
+        "assert store.revision() == 1\n"
+        "store.runs(); store.get_run(1); store.iterations(1)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'alembic', 'mako'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_a_version_2_file_gains_the_peak_memory_column_and_keeps_everything(

@@ -24,21 +24,19 @@ CSV goes through the store's formula escaping (:func:`write_csv`). Output cut sh
 reader (``gpuperf runs | head -1``) ends quietly with status 141, as a Unix tool killed by
 SIGPIPE does.
 
-``gpuperf import`` tags every row with a SHA-256 of the file's bytes and of ``--map``,
-``--network`` and ``--gpu`` (:data:`IMPORT_TAG`), and refuses a file whose fingerprint is
-already in the store unless ``--again`` is given.
+``gpuperf import`` refuses a file the store already holds (its fingerprint: a SHA-256 of the
+file's bytes and of ``--map``, ``--network`` and ``--gpu``; see
+:meth:`gpuperf_magics.Store.import_table`'s ``skip_duplicates``) unless ``--again`` is given.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import hashlib
-import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +56,6 @@ RUN_LEGEND = ("timed_it: the iterations time_s covers (it_median_s: their median
               "warmup_it: recorded before them, left out.\n"
               "A profiled cell's line counts both: '20 it (4 warm-up)' is 16 timed_it "
               "and 4 warmup_it.")
-
-#: Tag of imported rows: SHA-256 of the file's bytes and of the options that change the rows.
-#: Two files of one name are different imports; one file under two names is the same one.
-IMPORT_TAG = "import_sha256"
-
 
 #: The store option's help, but for the demo, which never writes to the user's store.
 STORE_HELP = "SQLite file or postgresql:// URL (default: $GPUPERF_STORE, else the per-user store)"
@@ -209,18 +202,6 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fingerprint(path: Path, mapping: Mapping[str, str | None], network: str | None,
-                 gpu: str | None) -> str:
-    """SHA-256 of a file's bytes and of the import options that change the stored rows."""
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for chunk in iter(lambda: file.read(1 << 20), b""):
-            digest.update(chunk)
-    options = {"map": sorted(mapping.items()), "network": network, "gpu": gpu}
-    digest.update(b"\0" + json.dumps(options, sort_keys=True).encode())
-    return digest.hexdigest()
-
-
 def _import(args: argparse.Namespace) -> int:
     from gpuperf_magics.store import Store
     from gpuperf_magics.store.importer import COMMAND_LINE, spelled
@@ -234,31 +215,28 @@ def _import(args: argparse.Namespace) -> int:
         mapping[source] = target or None
     store = Store(args.store)
     path = Path(args.file).expanduser()
-    tags, note = None, ""
+    note, tags = "", None
     if path.is_file():  # else import_table says what is wrong with the path
-        tags = {IMPORT_TAG: _fingerprint(path, mapping, args.network, args.gpu)}
-        runs = store.runs(columns=["run_id", "source", "tags"])  # not every column
-        marks = runs["tags"].map(lambda t: t.get(IMPORT_TAG) if isinstance(t, dict) else None)
-        already = runs[marks == tags[IMPORT_TAG]]
-        if len(already) and not args.again:
-            names = ", ".join(sorted(set(already["source"].dropna().astype(str))))
+        prior = store.imported_file(path, mapping, network=args.network, gpu=args.gpu)
+        if prior and not args.again:
             raise ValueError(
-                f"{len(already)} row(s) of a file with the same content, imported with the "
-                f"same --map/--network/--gpu, are already in {store.path} (source {names}, "
-                f"run ids {already['run_id'].min()}–{already['run_id'].max()}); pass --again "
-                "to import them once more"
-            )
-        # Stores written before fingerprints know imports by file name only.
-        older = runs[(runs["source"] == f"import:{path.name}") & marks.isna()]
-        if len(older) and not args.again:
-            note = (f"gpuperf import: note: {len(older)} row(s) imported earlier from a file "
-                    f"named {path.name} (run ids {older['run_id'].min()}–"
-                    f"{older['run_id'].max()}) carry no content fingerprint, so they may be "
+                f"{len(prior.run_ids)} row(s) of a file with the same content, imported with "
+                f"the same --map/--network/--gpu, are already in {store.path} (source "
+                f"{', '.join(prior.sources)}, run ids {prior.run_ids[0]}–{prior.run_ids[-1]}); "
+                "pass --again to import them once more")
+        if prior.unmarked_ids and not args.again:
+            note = (f"gpuperf import: note: {len(prior.unmarked_ids)} row(s) imported earlier "
+                    f"from a file named {path.name} (run ids {prior.unmarked_ids[0]}–"
+                    f"{prior.unmarked_ids[-1]}) carry no content fingerprint, so they may be "
                     "these rows again")
+        if args.again:  # rows imported once more still carry the file's fingerprint
+            from gpuperf_magics.store.fingerprints import IMPORT_TAG
+
+            tags = {IMPORT_TAG: prior.fingerprint}
     known = set(store.runs(columns=["run_id"])["run_id"])
     with spelled(COMMAND_LINE):  # errors say --map, not mapping={...}
         ids = store.import_table(args.file, mapping=mapping or None, network=args.network,
-                                 gpu=args.gpu, tags=tags)
+                                 gpu=args.gpu, tags=tags, skip_duplicates=not args.again)
     if note:
         _say(note, file=sys.stderr)
     new = [i for i in ids if i not in known]  # a row whose run_uid is stored keeps its id

@@ -13,7 +13,8 @@ configuration) that :class:`~gpuperf_magics.TrainingTimeModel` fits::
     X, y = df.drop(columns="time_s"), df["time_s"]
     store.sync_to(team)                  # copies the runs the team store lacks
 
-pandas is imported only by the methods that return or read tables.
+pandas is imported only by the methods that return or read tables, SQLAlchemy by the first
+operation on a store, Alembic only when a store's schema must be created or upgraded.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from gpuperf_magics.store.errors import (
     StoreNotFoundError,
     StoreVersionError,
 )
+from gpuperf_magics.store.fingerprints import ImportedFile
 from gpuperf_magics.store.paths import default_store_path, fallback_store_path, user_data_dir
 from gpuperf_magics.store.schema import latest_version
 from gpuperf_magics.store.store import Store
@@ -35,6 +37,7 @@ __all__ = [
     "CANONICAL_COLUMNS",
     "FIRST_COLUMNS",
     "ImportValidationError",
+    "ImportedFile",
     "RunNotFoundError",
     "Store",
     "StoreError",

@@ -1,36 +1,23 @@
-"""Opening the SQLite file: pragmas, schema checks and migrations, and error translation.
+"""Opening the SQLite file: its SQLAlchemy engine, schema checks and migrations, error messages.
 
-Connections are opened per operation and always closed, so a :class:`~gpuperf_magics.store.Store`
-works the same from several threads, after ``fork`` and from several processes at once.
+Connections are opened per operation and always closed (SQLAlchemy's ``NullPool``), so a
+:class:`~gpuperf_magics.store.Store` works the same from several threads, after ``fork`` and
+from several processes at once. The driver connection is made here, not by SQLAlchemy, so that
+the SQLite plumbing stays ours: autocommit mode with ``BEGIN IMMEDIATE`` sent explicitly (the
+write lock taken up front, no deadlock between two readers upgrading), the busy timeout, and
+immutable opening of a file in a read-only location.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 from gpuperf_magics.store import schema
 from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError, StoreVersionError
-
-T = TypeVar("T")
-
-#: Values bound in one ``IN (...)`` list: SQLite before 3.32 refuses more than 999 parameters.
-MAX_BOUND = 900
-
-
-def chunked(values: Sequence[T], size: int = MAX_BOUND) -> Iterator[list[T]]:
-    """``values`` in consecutive lists of at most ``size``, to bind one ``IN (...)`` each."""
-    for start in range(0, len(values), size):
-        yield list(values[start:start + size])
-
-
-class SqliteConnection(sqlite3.Connection):
-    """An ``sqlite3`` connection that says which dialect it speaks (as the PostgreSQL one)."""
-
-    dialect = schema.SQLITE
 
 
 def create_private(path: Path) -> None:
@@ -46,28 +33,22 @@ def create_private(path: Path) -> None:
     os.close(fd)
 
 
-def open_connection(path: Path, timeout: float, *, immutable: bool = False) -> SqliteConnection:
-    """A connection in autocommit mode: transactions are opened explicitly.
+def open_connection(path: Path, *, immutable: bool = False) -> sqlite3.Connection:
+    """A driver connection in autocommit mode: transactions are opened explicitly.
 
     Parameters
     ----------
     path : Path
         The store file (created by SQLite when missing; its folder must exist).
-    timeout : float
-        Seconds SQLite's busy handler waits for another writer's lock.
     immutable : bool
         Open read-only without locking, for a store in a read-only location: SQLite cannot
         read a WAL file there otherwise (it needs to create the ``-shm`` file).
     """
-    target: str | Path = path
-    if immutable:
-        target = path.as_uri() + "?mode=ro&immutable=1"
+    target: str | Path = path.as_uri() + "?mode=ro&immutable=1" if immutable else path
     # isolation_level=None: the sqlite3 module then issues no implicit BEGIN, so BEGIN IMMEDIATE
-    # (take the write lock up front, no deadlock between two readers upgrading) is ours to send.
-    conn = sqlite3.connect(
-        target, timeout=max(timeout, 0.0), isolation_level=None, uri=immutable,
-        factory=SqliteConnection,
-    )
+    # is ours to send; the busy timeout is set per operation (PRAGMA busy_timeout).
+    conn = sqlite3.connect(target, timeout=0.0, isolation_level=None, uri=immutable,
+                           check_same_thread=False)
     try:
         conn.execute("PRAGMA foreign_keys = ON")
     except BaseException:
@@ -76,7 +57,29 @@ def open_connection(path: Path, timeout: float, *, immutable: bool = False) -> S
     return conn
 
 
-def is_busy(exc: sqlite3.Error) -> bool:
+@lru_cache(maxsize=64)
+def engine(path: Path, immutable: bool = False) -> Any:
+    """The SQLAlchemy engine of a store file (one per file and mode in a process: it keeps
+    the compiled statements; it holds no connection between operations)."""
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    return sa.create_engine("sqlite://", creator=lambda: open_connection(path,
+                            immutable=immutable), poolclass=NullPool)
+
+
+def set_busy_timeout(conn: Any, timeout: float) -> None:
+    """How long SQLite's busy handler waits for another writer's lock on ``conn`` (seconds).
+
+    Sent on the driver connection itself: a pragma of the connection, outside any transaction
+    and any statement SQLAlchemy needs to know of (and one SQLAlchemy execution less on every
+    operation of the store).
+    """
+    conn.connection.driver_connection.execute(
+        f"PRAGMA busy_timeout = {int(max(timeout, 0.0) * 1000)}")
+
+
+def is_busy(exc: BaseException) -> bool:
     """The error is another connection holding a lock: retrying may succeed."""
     text = str(exc).lower()
     return isinstance(exc, sqlite3.OperationalError) and (
@@ -84,12 +87,18 @@ def is_busy(exc: sqlite3.Error) -> bool:
     )
 
 
-def _inspect(conn: sqlite3.Connection) -> tuple[int, int, set[str]]:
+def is_read_only(exc: BaseException) -> bool:
+    """The file or its folder cannot be written (SQLite's "readonly database")."""
+    return isinstance(exc, sqlite3.OperationalError) and "readonly database" in str(exc).lower()
+
+
+def _inspect(conn: Any) -> tuple[int, int, set[str]]:
     """(application_id, user_version, table names) read in one consistent snapshot."""
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = {name for (name,) in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
+    app_id = conn.exec_driver_sql("PRAGMA application_id").scalar()
+    version = conn.exec_driver_sql("PRAGMA user_version").scalar()
+    tables = set(conn.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    ).scalars())
     return int(app_id), int(version), tables
 
 
@@ -104,7 +113,7 @@ def _damaged(path: Path, what: str) -> StoreError:
 
 def _check(path: Path, app_id: int, version: int, tables: set[str],
            revision: bool | None = None) -> None:
-    latest = schema.latest_version()
+    latest = schema.LATEST_VERSION
     if app_id == schema.APPLICATION_ID and version == 0 and tables:
         raise _damaged(path, "its schema version was reset to 0 although it holds tables "
                        f"({', '.join(sorted(tables))})")
@@ -130,55 +139,57 @@ def _check(path: Path, app_id: int, version: int, tables: set[str],
             raise _damaged(path, "the revision row of its meta table is missing")
 
 
-def is_read_only(exc: sqlite3.Error) -> bool:
-    """The file or its folder cannot be written (SQLite's "readonly database")."""
-    return "readonly database" in str(exc).lower()
-
-
-def ensure_schema(conn: sqlite3.Connection, path: Path, *, read_only: bool = False) -> None:
+def ensure_schema(conn: Any, path: Path, *, read_only: bool = False) -> int:
     """Check that the file is a store this version can use; create or migrate it if needed.
 
     An empty (new or zero-byte) file is brought to the latest schema; a file of another
     program or of a newer gpuperf-magics raises :class:`StoreError` without being modified.
     Safe when several processes open a new store at the same moment: the migration runs in a
-    ``BEGIN IMMEDIATE`` transaction and re-reads the version once it holds the lock.
+    ``BEGIN IMMEDIATE`` transaction and re-reads the version once it holds the lock. Alembic
+    is imported only when the schema is behind. Returns the version the file had (0 for a
+    new store), before any migration.
     """
-    conn.execute("BEGIN")
+    conn.exec_driver_sql("BEGIN")
     try:
         app_id, version, tables = _inspect(conn)
         revision = None
         if "meta" in tables:
-            revision = conn.execute(
-                "SELECT 1 FROM meta WHERE key = 'revision'").fetchone() is not None
+            revision = conn.exec_driver_sql(
+                "SELECT 1 FROM meta WHERE key = 'revision'").first() is not None
     finally:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        conn.rollback()
     _check(path, app_id, version, tables, revision)
     if read_only:
-        if version < schema.latest_version():
+        if version < schema.LATEST_VERSION:
             raise StoreError(
                 f"the store {path} has an older schema (version {version}) and is in a "
                 "read-only location, so it cannot be upgraded. Open it once where it can be "
                 f"written (or copy it), or {ANOTHER_STORE}.",
                 path=str(path),
             )
-        return
-    if version < schema.latest_version():
-        conn.execute("BEGIN IMMEDIATE")
+        return version
+    found = version
+    if version < schema.LATEST_VERSION:
+        from gpuperf_magics.store import migrations
+
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
         try:
             app_id, version, tables = _inspect(conn)
             _check(path, app_id, version, tables)
-            schema.migrate(conn, version, schema.SQLITE)
-            conn.execute("COMMIT")
+            found = version  # another process may have migrated it meanwhile
+            if version < schema.LATEST_VERSION:
+                migrations.upgrade(conn, version)
+            conn.commit()
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            conn.rollback()
             raise
-    mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
     if str(mode).lower() != "wal":
         # WAL lets readers work while one process writes. It is a property of the file, so
         # this runs once per file; a filesystem without shared memory keeps its own mode.
-        conn.execute("PRAGMA journal_mode = WAL")
+        conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+    conn.commit()
+    return found
 
 
 _DAMAGED = ("not a database", "malformed", "disk image", "file is encrypted", "corrupt")
@@ -191,7 +202,7 @@ def translate(exc: BaseException, path: Path, action: str, timeout: float) -> St
     Parameters
     ----------
     exc : BaseException
-        The ``sqlite3.Error`` or ``OSError`` raised.
+        The ``sqlite3.Error`` or ``OSError`` raised (SQLAlchemy's wrapper already taken off).
     path : Path
         The store file.
     action : str
@@ -209,7 +220,7 @@ def translate(exc: BaseException, path: Path, action: str, timeout: float) -> St
             f"could not {action} in the store {path}: internal error of gpuperf_magics "
             f"({type(exc).__name__}: {detail}); please report it. The file itself is fine."
         )
-    elif isinstance(exc, sqlite3.Error) and is_busy(exc):
+    elif is_busy(exc):
         message = (
             f"could not {action}: the store {path} stayed locked by another process for "
             f"{timeout:g} s ({detail}). Retry when the other notebook or script has finished "

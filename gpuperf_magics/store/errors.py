@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from gpuperf_magics.store.paths import ENV_VAR
 
-if TYPE_CHECKING:  # pragma: no cover
-    from gpuperf_magics.run import Run
-
 __all__ = [
     "ANOTHER_STORE",
+    "CorruptRow",
     "ImportValidationError",
     "RunNotFoundError",
     "StoreError",
@@ -37,7 +35,9 @@ class StoreError(RuntimeError):
     path : str or None
         The store file concerned.
     run : Run or None
-        The run that could not be saved (``save_run``), so a caller can keep it in memory.
+        The :class:`~gpuperf_magics.run.Run` that could not be saved (``save_run``), so a
+        caller can keep it in memory. Typed loosely on purpose: an error of the store need
+        not know the record types that are stored.
     cause : Exception or None
         The underlying ``sqlite3``/``psycopg``/``OSError`` exception, kept for debugging; it
         is not chained so that notebooks show one clear line instead of a driver traceback.
@@ -53,7 +53,7 @@ class StoreError(RuntimeError):
         message: str,
         *,
         path: str | None = None,
-        run: Run | None = None,
+        run: Any = None,
         cause: BaseException | None = None,
     ) -> None:
         super().__init__(message)
@@ -149,3 +149,8 @@ class ImportValidationError(ValueError):
     def __init__(self, message: str, problems: list[str]) -> None:
         super().__init__(message)
         self.problems = problems
+
+
+class CorruptRow(ValueError):
+    """A stored value that cannot be what its column holds (a tampered or damaged store);
+    the store reports it as a :class:`StoreError` naming the run."""

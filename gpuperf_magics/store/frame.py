@@ -16,10 +16,13 @@ import numpy as np
 import pandas as pd
 
 from gpuperf_magics.columns import BASE_COLUMNS, KINDS, NOT_NULL_INT, group_of, names
-from gpuperf_magics.run import PHASES
+from gpuperf_magics.store.errors import CorruptRow
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuperf_magics.store.records import IterationRow
+    from gpuperf_magics.store.rows import IterationRow
+
+__all__ = ["ITERATION_COLUMNS", "CorruptRow", "build_runs_frame", "empty_column",
+           "iterations_frame"]
 
 ITERATION_COLUMNS = (
     "run_id", "index", "duration_s", "samples", "warmup", "skipped_step", "micro_batches",
@@ -31,10 +34,6 @@ _STR_DTYPE = pd.Series(["x"]).dtype
 #: JSON groups in the order their columns appear; ``hardware`` is the hardware table's JSON.
 NESTED = ("hardware", "arch", "hyper", "quality")
 _CANONICAL_BY_GROUP = {group: names(group=group) for group in NESTED}
-
-
-class CorruptRow(ValueError):
-    """A stored value that cannot be what its column holds (a tampered or damaged store)."""
 
 
 def _typed(name: str, values: Sequence[Any], kind: str | None) -> Any:
@@ -197,13 +196,18 @@ def _column_order(groups: dict[str, str], nested: dict[str, Any]) -> list[str]:
     return order
 
 
-def iterations_frame(rows: Sequence[IterationRow]) -> pd.DataFrame:
+def iterations_frame(rows: Sequence[IterationRow], phase_order: Sequence[str] = ()
+                     ) -> pd.DataFrame:
     """Per-iteration table of one or several runs.
 
     Parameters
     ----------
     rows : sequence of IterationRow
         With ``phases`` already parsed into a dict or None, ordered by run and index.
+    phase_order : sequence of str
+        The phases in the order a training step runs them (``gpuperf_magics.run.PHASES``,
+        given by the caller: the store's frames do not import the record types); others
+        follow in alphabetical order.
 
     Returns
     -------
@@ -212,7 +216,8 @@ def iterations_frame(rows: Sequence[IterationRow]) -> pd.DataFrame:
         phase recorded with ``--phases``.
     """
     phase_names = {name for r in rows if r.phases for name in r.phases}
-    ordered = [p for p in PHASES if p in phase_names] + sorted(phase_names - set(PHASES))
+    ordered = [p for p in phase_order if p in phase_names] + sorted(
+        phase_names - set(phase_order))
     data: dict[str, Any] = {
         "run_id": pd.Series([r.run_id for r in rows], dtype="int64"),
         "index": pd.Series([r.idx for r in rows], dtype="int64"),

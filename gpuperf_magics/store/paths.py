@@ -7,7 +7,6 @@ profiler must not drop files into it.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -18,51 +17,24 @@ STORE_FILENAME = "runs.sqlite"
 FALLBACK_FILENAME = "unsynced.sqlite"
 
 
-def user_data_dir(
-    *,
-    platform: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    home: Path | None = None,
-) -> Path:
-    """The per-user data folder of the package (not created here).
-
-    Parameters
-    ----------
-    platform : str, optional
-        ``sys.platform`` value to resolve for; the running platform by default.
-    environ : mapping, optional
-        Environment to read ``XDG_DATA_HOME``/``LOCALAPPDATA`` from; ``os.environ`` by default.
-    home : Path, optional
-        The home folder; ``Path.home()`` by default.
+def user_data_dir() -> Path:
+    """The per-user data folder of the package (not created here), as platformdirs says.
 
     Returns
     -------
     Path
         Linux and other Unix: ``$XDG_DATA_HOME/gpuperf_magics`` (``~/.local/share`` when unset
         or not absolute, as the XDG spec says); macOS: ``~/Library/Application
-        Support/gpuperf_magics``; Windows: ``%LOCALAPPDATA%\\gpuperf_magics``.
+        Support/gpuperf_magics``; Windows: ``%LOCALAPPDATA%\\gpuperf_magics``. platformdirs
+        keeps these rules for every platform (it is the library pip and Jupyter use), so
+        the package does not.
     """
-    platform = sys.platform if platform is None else platform
-    environ = os.environ if environ is None else environ
-    home = Path.home() if home is None else home
-    if platform.startswith("win"):
-        local = environ.get("LOCALAPPDATA")
-        base = Path(local) if local else home / "AppData" / "Local"
-    elif platform == "darwin":
-        base = home / "Library" / "Application Support"
-    else:
-        xdg = environ.get("XDG_DATA_HOME", "")
-        # The XDG spec tells to ignore relative values.
-        base = Path(xdg) if xdg and os.path.isabs(xdg) else home / ".local" / "share"
-    return base / APP_NAME
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
 
 
-def default_store_path(
-    *,
-    platform: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    home: Path | None = None,
-) -> Path | str:
+def default_store_path(*, environ: Mapping[str, str] | None = None) -> Path | str:
     """The store used when none is given.
 
     ``$GPUPERF_STORE`` when set and not empty (``~`` expanded; a ``postgresql://`` URL is
@@ -71,8 +43,8 @@ def default_store_path(
 
     Parameters
     ----------
-    platform, environ, home
-        As for :func:`user_data_dir` (for tests and tools resolving another platform).
+    environ : mapping, optional
+        Where to read ``GPUPERF_STORE`` from; ``os.environ`` by default.
 
     Returns
     -------
@@ -86,7 +58,7 @@ def default_store_path(
     if explicit:
         # A URL must not go through Path, which folds "//" into "/".
         return explicit if is_url(explicit) else Path(explicit).expanduser()
-    return user_data_dir(platform=platform, environ=environ, home=home) / STORE_FILENAME
+    return user_data_dir() / STORE_FILENAME
 
 
 def fallback_store_path(environ: Mapping[str, str] | None = None) -> Path:
@@ -99,4 +71,4 @@ def fallback_store_path(environ: Mapping[str, str] | None = None) -> Path:
     explicit = environ.get(FALLBACK_ENV_VAR, "").strip()
     if explicit:
         return Path(explicit).expanduser()
-    return user_data_dir(environ=environ) / FALLBACK_FILENAME
+    return user_data_dir() / FALLBACK_FILENAME

@@ -13,14 +13,11 @@ to upgrade rather than finding the tables changed under them.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gpuperf_magics.store import schema
 from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError, StoreVersionError
 from gpuperf_magics.store.location import Location, redact
-
-if TYPE_CHECKING:  # pragma: no cover
-    import psycopg
 
 #: pg_advisory_xact_lock key serialising concurrent ``gpuperf migrate`` runs ("gpmg").
 _MIGRATION_LOCK = schema.APPLICATION_ID
@@ -37,66 +34,56 @@ def _driver() -> Any:
     return psycopg
 
 
-class PgConnection:
-    """A psycopg connection with the small API the store's SQL uses (``?`` placeholders)."""
-
-    dialect = schema.POSTGRES
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.raw = conn
-
-    @staticmethod
-    def _sql(sql: str) -> str:
-        # The store's statements hold no literal '?' or '%', so this translation is exact.
-        return sql.replace("?", "%s")
-
-    def execute(self, sql: str, params: Any = None) -> Any:
-        if params is not None and not isinstance(params, (list, tuple)):
-            params = tuple(params)
-        return self.raw.execute(self._sql(sql), params if params else None)
-
-    def executemany(self, sql: str, rows: Any) -> Any:
-        cursor = self.raw.cursor()
-        cursor.executemany(self._sql(sql), list(rows))
-        return cursor
-
-    def copy_rows(self, table: str, columns: Any, rows: Any) -> None:
-        """Rows into a table with COPY (the bulk path of imports and syncs)."""
-        cursor = self.raw.cursor()
-        with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
-            for row in rows:
-                copy.write_row(row)
-
-    @property
-    def in_transaction(self) -> bool:
-        return bool(self.raw.info.transaction_status != 0)  # 0: IDLE
-
-    def close(self) -> None:
-        self.raw.close()
-
-
-def connect(location: Location, timeout: float) -> PgConnection:
-    """A connection in autocommit mode (transactions are opened explicitly)."""
+def engine(location: Location, connect_timeout: int) -> Any:
+    """The SQLAlchemy engine of a server store (one per URL and connect timeout in a process;
+    no pool: a connection per operation, as a notebook may sit idle for hours)."""
+    key = (location.url, connect_timeout)
+    found = _ENGINES.get(key)
+    if found is not None:
+        return found
     psycopg = _driver()
-    raw = psycopg.connect(
-        location.url,
-        autocommit=True,
-        # libpq waits at least 2 s; a server silent for 10 s is unreachable for a cell about
-        # to train, whatever the lock timeout.
-        connect_timeout=max(2, min(math.ceil(timeout), 10)),
-        application_name="gpuperf_magics",
-    )
-    return PgConnection(raw)
+    import sqlalchemy as sa
+    from sqlalchemy.pool import NullPool
+
+    def connect() -> Any:
+        # libpq reads the URL itself (hosts, sslmode, service files, ~/.pgpass), as before.
+        return psycopg.connect(location.url, connect_timeout=connect_timeout,
+                               application_name="gpuperf_magics")
+
+    made = _ENGINES[key] = sa.create_engine("postgresql+psycopg://", creator=connect,
+                                            poolclass=NullPool)
+    return made
 
 
-def _inspect(conn: PgConnection) -> tuple[set[str], dict[str, str]]:
-    tables = {name for (name,) in conn.execute(
-        "SELECT table_name FROM information_schema.tables "
-        "WHERE table_schema = current_schema() AND table_name IN ('meta', 'hardware', 'runs', "
-        "'iterations')")}
+_ENGINES: dict[tuple[str, int], Any] = {}
+
+
+def connect_timeout(timeout: float) -> int:
+    """libpq waits at least 2 s; a server silent for 10 s is unreachable for a cell about to
+    train, whatever the lock timeout."""
+    return max(2, min(math.ceil(timeout), 10))
+
+
+def connect(location: Location, timeout: float) -> Any:
+    """An SQLAlchemy connection to the server (no transaction open yet)."""
+    return engine(location, connect_timeout(timeout)).connect()
+
+
+def _inspect(conn: Any) -> tuple[set[str], dict[str, str]]:
+    import sqlalchemy as sa
+
+    info = sa.table("tables", sa.column("table_name"), sa.column("table_schema"),
+                    schema="information_schema")
+    tables = set(conn.execute(
+        sa.select(info.c.table_name).where(info.c.table_schema == sa.func.current_schema(),
+                                           info.c.table_name.in_(schema.REQUIRED_TABLES))
+    ).scalars())
     meta: dict[str, str] = {}
     if "meta" in tables:
-        meta = {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+        from gpuperf_magics.store.tables import meta as meta_table
+
+        meta = {str(k): str(v) for k, v in conn.execute(
+            sa.select(meta_table.c.key, meta_table.c.value))}
     return tables, meta
 
 
@@ -122,7 +109,7 @@ def _version(location: Location, tables: set[str], meta: dict[str, str]) -> int:
         ) from None
 
 
-def ensure_schema(conn: PgConnection, location: Location) -> None:
+def ensure_schema(conn: Any, location: Location) -> None:
     """Check that the database holds a store of this version; never changes anything.
 
     Raises
@@ -135,7 +122,7 @@ def ensure_schema(conn: PgConnection, location: Location) -> None:
     shown = location.display
     tables, meta = _inspect(conn)
     version = _version(location, tables, meta)
-    latest = schema.latest_version()
+    latest = schema.LATEST_VERSION
     if version == 0:
         raise StoreError(
             f"the database {shown} holds no gpuperf_magics store yet: create it once with "
@@ -173,44 +160,54 @@ def migrate(location: Location, timeout: float = 30.0) -> schema.Migrated:
     """Create or upgrade the store's tables on the server; the versions before and after.
 
     Concurrent calls are serialised by an advisory lock, so two administrators running it at
-    once do not collide; a store already at the latest version is left as it is.
+    once do not collide; a store already at the latest version is left as it is (and Alembic
+    is not even imported then).
     """
-    conn = _open(location, timeout)
+    import sqlalchemy as sa
+
     try:
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+        conn = connect(location, timeout)
+    except driver_errors() as exc:
+        raise translate(exc, location, "connect", timeout) from None
+    try:
+        with conn.begin():
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
             tables, meta = _inspect(conn)
             before = _version(location, tables, meta)
-            if before > schema.latest_version():
+            if before > schema.LATEST_VERSION:
                 ensure_schema(conn, location)  # raises the "newer version" error
-            after = schema.migrate(conn, before, schema.POSTGRES)
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-    except StoreError:
-        raise
-    except Exception as exc:
+            after = before
+            if before < schema.LATEST_VERSION:
+                from gpuperf_magics.store import migrations
+
+                after = migrations.upgrade(conn, before)
+    except driver_errors() as exc:
         raise translate(exc, location, "migrate the store", timeout) from None
     finally:
         conn.close()
     return schema.Migrated(before, after)
 
 
-def _open(location: Location, timeout: float) -> PgConnection:
-    try:
-        return connect(location, timeout)
-    except StoreError:
-        raise
-    except Exception as exc:
-        raise translate(exc, location, "connect", timeout) from None
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """What the driver and SQLAlchemy raise for a server that fails (refused, lost, denied,
+    a statement it rejects): each becomes a :class:`StoreError` with :func:`translate`."""
+    import sqlalchemy as sa
+
+    return (sa.exc.SQLAlchemyError, _driver().Error, OSError)
+
+
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The driver's exception inside SQLAlchemy's wrapper (the one whose sqlstate says what
+    happened)."""
+    orig = getattr(exc, "orig", None)
+    return orig if isinstance(orig, BaseException) else exc
 
 
 def kind_of(exc: BaseException) -> str:
-    """``retry``, ``unreachable``, ``denied``, ``damaged``, ``locked`` or ``other``."""
+    """``retry``, ``unreachable``, ``denied``, ``damaged``, ``locked`` or ``other``, for a
+    driver error (SQLAlchemy's wrapper is looked through)."""
     psycopg = _driver()
+    exc = _unwrapped(exc)
     state = getattr(exc, "sqlstate", None) or ""
     if state in ("40001", "40P01", "23505"):
         return "retry"
@@ -233,6 +230,7 @@ def translate(exc: BaseException, location: Location, action: str, timeout: floa
     """A :class:`StoreError` that says what failed and what to do, password masked."""
     if isinstance(exc, StoreError):
         return exc
+    exc = _unwrapped(exc)
     shown = location.display
     detail = redact(" ".join((str(exc) or type(exc).__name__).split()), location.secrets)
     kind = kind_of(exc)

@@ -1,7 +1,7 @@
-"""Reading runs back: the filters of :meth:`Store.runs` as one SQL query, and what is left for
-the built frame (filters on JSON groups and features, the chosen columns); the reads of
-:meth:`Store.runs`, :meth:`Store.iterations` and :meth:`Store.get_run` as units of work on an
-open connection, and their rows as a frame or a :class:`~gpuperf_magics.run.Run`.
+"""Reading runs back: the filters of :meth:`Store.runs` as one SQLAlchemy Core query, and what
+is left for the built frame (filters on JSON groups and features, the chosen columns); the
+reads of :meth:`Store.runs`, :meth:`Store.iterations` and :meth:`Store.get_run` as units of
+work on an open connection, and their rows as a frame.
 
 Filters on the runs table's own columns, on ``tags`` and on ``since`` run in SQL; a filter on a
 hardware, architecture, hyper-parameter or feature column is applied to the rows those select.
@@ -9,28 +9,26 @@ hardware, architecture, hyper-parameter or feature column is applied to the rows
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import date, datetime, timedelta, timezone
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import sqlalchemy as sa
+
 from gpuperf_magics.columns import KINDS, group_of
-from gpuperf_magics.store.connection import chunked
-from gpuperf_magics.store.encoding import format_timestamp, from_json, parse_timestamp, sql_value
-from gpuperf_magics.store.errors import RunNotFoundError
+from gpuperf_magics.store.arguments import as_list, since_text
+from gpuperf_magics.store.encoding import from_json, sql_value
+from gpuperf_magics.store.errors import CorruptRow, RunNotFoundError
 from gpuperf_magics.store.records import (
-    ITERATION_FIELDS,
     RUN_SELECT,
     SELECT_ITERATIONS,
-    IterationRow,
-    parse_run,
     select_runs,
+    tag_value,
 )
+from gpuperf_magics.store.rows import ITERATION_FIELDS, IterationRow, chunked, parse_run
+from gpuperf_magics.store.tables import iterations, runs
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-    from gpuperf_magics.run import Run
 
 #: Columns of ``runs()`` read straight from the runs table (filtered in SQL).
 FLAT = frozenset(n for n in RUN_SELECT if n not in (
@@ -46,8 +44,8 @@ class RunsQuery(NamedTuple):
 
     Attributes
     ----------
-    sql, params : str, list
-        The statement and its bound values.
+    statement : sqlalchemy.Select
+        The statement, its values bound.
     names : list of str
         The columns the statement selects (an absent store answers with these and no rows).
     groups : list of str
@@ -56,8 +54,7 @@ class RunsQuery(NamedTuple):
         Equality filters on columns outside the runs table, for :func:`filter_frame`.
     """
 
-    sql: str
-    params: list[Any]
+    statement: Any
     names: list[str]
     groups: list[str]
     later: dict[str, Any]
@@ -75,31 +72,25 @@ def runs_query(
     columns: list[str] | None = None,
     where: Mapping[str, Any] | None = None,
 ) -> RunsQuery:
-    """The SQL that selects the runs :meth:`Store.runs` asks for, on a ``kind`` store
+    """The statement that selects the runs :meth:`Store.runs` asks for, on a ``kind`` store
     (``"sqlite"`` or ``"postgresql"``: they read a tag out of the JSON differently)."""
-    clauses: list[str] = []
-    params: list[Any] = []
+    clauses: list[Any] = []
     for name, value in (("network", network), ("status", status), ("gpu", gpu),
                         ("source", source)):
         if value is not None:
-            _where(clauses, params, name, _as_list(name, value))
+            clauses.append(_where(name, as_list(name, value)))
     if since is not None:
-        clauses.append("r.created_at >= ?")
-        params.append(_since(since))
+        clauses.append(runs.c.created_at >= since_text(since))
     later: dict[str, Any] = {}
     for name, value in (where or {}).items():
         if name in FLAT:
             listed = list(value) if isinstance(value, (list, tuple, set, frozenset)) \
                 else [value]
-            _where(clauses, params, name, listed)
+            clauses.append(_where(name, listed))
         else:
             later[name] = value
-    tag_clause = ("json_extract(r.tags, ?) = ?" if kind == "sqlite"
-                  else "(CAST(r.tags AS jsonb) ->> ?) = ?")
     for key, value in {str(k): str(v) for k, v in (tags or {}).items()}.items():
-        clauses.append(tag_clause)
-        path = '$."' + key.replace('"', '\\"') + '"'
-        params.extend([path if kind == "sqlite" else key, value])
+        clauses.append(tag_value(kind, key) == value)
 
     groups = groups_needed(columns, later)
     flat = ["run_id", *sorted(c for c in FLAT if c != "run_id")] if columns is None \
@@ -107,64 +98,20 @@ def runs_query(
     names = [*flat, *(g for g in groups if g in RUN_SELECT)]
     if "hardware" in groups:
         names.append("hardware")
-    sql = select_runs(names) + (" WHERE " + " AND ".join(clauses) if clauses else "") \
-        + " ORDER BY r.id"
-    return RunsQuery(sql, params, names, groups, later)
+    statement = select_runs(names).where(*clauses).order_by(runs.c.id)
+    return RunsQuery(statement, names, groups, later)
 
 
-def column_list(columns: Sequence[str] | str | None) -> list[str] | None:
-    """``columns=`` of :meth:`Store.runs` as a list of names (one name alone is a list of one)."""
-    if columns is None:
-        return None
-    listed = [columns] if isinstance(columns, str) else list(columns)
-    if not listed or not all(isinstance(c, str) for c in listed):
-        raise ValueError(f"columns= takes a list of column names, not {listed!r}")
-    return listed
-
-
-def _as_list(name: str, value: Any) -> list[Any]:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
-        return [value]
-    values = list(value)
-    if any(isinstance(v, (list, tuple, set, dict)) for v in values):
-        raise TypeError(f"{name}= takes a value or a list of values, not {value!r}")
-    return values
-
-
-def _since(value: Any) -> str:
-    """Lower bound for ``created_at`` from a datetime, date, ISO string or timedelta."""
-    if isinstance(value, timedelta):
-        return format_timestamp(datetime.now(timezone.utc) - value)
-    if not isinstance(value, (datetime, date, str)) and not hasattr(value, "to_pydatetime"):
-        raise TypeError(f"since= takes a datetime, date, ISO-8601 string or timedelta, not "
-                        f"{type(value).__name__}")
-    try:
-        return format_timestamp(parse_timestamp(value, naive="local"))
-    except ValueError:
-        raise ValueError(f"since={value!r} is not an ISO-8601 date or time, e.g. "
-                         "'2024-05-01' or '2024-05-01T14:30'") from None
-
-
-def run_ids(run_id: Any) -> list[int]:
-    """One run id or several as a list of ints; TypeError for anything else."""
-    values = run_id if isinstance(run_id, Iterable) and not isinstance(run_id, str) else [run_id]
-    try:
-        return [operator.index(v) for v in values]
-    except TypeError:
-        raise TypeError(f"run ids are integers (column run_id of Store.runs()), not "
-                        f"{run_id!r}") from None
-
-
-def _where(clauses: list[str], params: list[Any], name: str, values: list[Any]) -> None:
+def _where(name: str, values: list[Any]) -> Any:
+    """``name`` is one of ``values`` (None: the cell is empty); nothing matches an empty list."""
     column = RUN_SELECT[name]
     present = [sql_value(v) for v in values if v is not None]
     parts = []
     if present:
-        parts.append(f"{column} IN ({', '.join('?' * len(present))})")
-        params.extend(present)
+        parts.append(column.in_(present))
     if len(present) < len(values):
-        parts.append(f"{column} IS NULL")
-    clauses.append("(" + " OR ".join(parts) + ")" if parts else "1 = 0")
+        parts.append(column.is_(None))
+    return sa.or_(*parts) if parts else sa.false()
 
 
 def groups_needed(columns: Sequence[str] | None, later: Mapping[str, Any]) -> list[str]:
@@ -249,8 +196,8 @@ class StoredRun(NamedTuple):
 
 def read_runs(conn: Any, query: RunsQuery) -> RunRows:
     """Run the statement of ``query`` on ``conn``."""
-    cursor = conn.execute(query.sql, query.params)
-    return RunRows([d[0] for d in cursor.description], cursor.fetchall())
+    result = conn.execute(query.statement)
+    return RunRows(list(result.keys()), result.all())
 
 
 def runs_frame(query: RunsQuery, got: RunRows, columns: list[str] | None) -> pd.DataFrame:
@@ -272,6 +219,15 @@ def runs_frame(query: RunsQuery, got: RunRows, columns: list[str] | None) -> pd.
     return frame if columns is None else select_columns(frame, columns)
 
 
+#: Statements of every read of iterations, built once (their ``ids`` bound per call).
+_IDS_IN = sa.select(runs.c.id).where(runs.c.id.in_(sa.bindparam("ids", expanding=True)))
+ITERATIONS_IN = (
+    sa.select(iterations.c.run_id, *(iterations.c[n] for n in ITERATION_FIELDS))
+    .where(iterations.c.run_id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(iterations.c.run_id, iterations.c.idx)
+)
+
+
 def read_iterations(conn: Any, run_ids: list[int], shown: str) -> list[IterationRow]:
     """The iteration rows of the runs ``run_ids`` of the store ``shown``, by run and index.
 
@@ -284,12 +240,9 @@ def read_iterations(conn: Any, run_ids: list[int], shown: str) -> list[Iteration
     found: set[int] = set()
     rows: list[tuple[Any, ...]] = []
     for chunk in chunked(wanted):
-        marks = ", ".join("?" * len(chunk))
-        found.update(int(i) for (i,) in conn.execute(
-            f"SELECT id FROM runs WHERE id IN ({marks})", chunk))
-        rows.extend(conn.execute(
-            f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
-            f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", chunk))
+        # .all(): one fetchall each (iterating a result fetches row by row).
+        found.update(int(i) for i in conn.execute(_IDS_IN, {"ids": chunk}).scalars().all())
+        rows.extend(conn.execute(ITERATIONS_IN, {"ids": chunk}).all())
     absent = [i for i in run_ids if i not in found]
     if absent:
         raise RunNotFoundError(absent[0], shown)
@@ -305,8 +258,6 @@ def phases(run_id: Any, text: Any) -> Any:
     CorruptRow
         The text is not a JSON object.
     """
-    from gpuperf_magics.store.frame import CorruptRow
-
     try:
         value = from_json(text, None)
     except ValueError:
@@ -315,6 +266,11 @@ def phases(run_id: Any, text: Any) -> Any:
         raise CorruptRow(f"run {run_id}: an iteration's phases hold {str(text)[:60]!r}, "
                          "not a JSON object")
     return value
+
+
+#: One run with its hardware, built once (a select of every column costs more to build than
+#: to run).
+_SELECT_RUN = select_runs([*RUN_SELECT, "hardware"]).where(runs.c.id == sa.bindparam("run_id"))
 
 
 def read_run(conn: Any, run_id: int, shown: str) -> StoredRun:
@@ -327,61 +283,14 @@ def read_run(conn: Any, run_id: int, shown: str) -> StoredRun:
     CorruptRow
         A JSON cell of the run does not parse.
     """
-    from gpuperf_magics.store.frame import CorruptRow
-
-    cursor = conn.execute(select_runs([*RUN_SELECT, "hardware"]) + " WHERE r.id = ?", (run_id,))
-    row = cursor.fetchone()
+    result = conn.execute(_SELECT_RUN, {"run_id": run_id})
+    row = result.first()
     if row is None:
         raise RunNotFoundError(run_id, shown)
     try:
-        record = parse_run([d[0] for d in cursor.description], row)
+        record = parse_run(list(result.keys()), row)
     except ValueError as exc:
         raise CorruptRow(str(exc)) from None
-    its = [IterationRow(run_id, *row) for row in conn.execute(SELECT_ITERATIONS, (run_id,))]
+    its = [IterationRow(run_id, *row)
+           for row in conn.execute(SELECT_ITERATIONS, {"run_id": run_id}).all()]
     return StoredRun(record, its)
-
-
-def as_run(stored: StoredRun, store_path: str) -> Run:
-    """The :class:`~gpuperf_magics.run.Run` a stored run was, iterations included.
-
-    Raises
-    ------
-    CorruptRow, TypeError, ValueError
-        A value the run cannot hold (a tampered store).
-    """
-    from gpuperf_magics.run import IterationRecord, Run
-
-    record = stored.record
-    return Run(
-        network=record["network"],
-        status=record["status"],
-        iterations=[
-            IterationRecord(
-                index=it.idx,
-                duration_s=float(it.duration_s),
-                samples=it.samples,
-                warmup=bool(it.warmup),
-                phases=phases(it.run_id, it.phases),
-                skipped_step=bool(it.skipped_step),
-                micro_batches=it.micro_batches,
-            )
-            for it in stored.iterations
-        ],
-        batch_size=record["batch_size"],
-        device=record["device"] or ("cuda" if record["gpu"] else "cpu"),
-        gpu=record["gpu"],
-        gpu_count=record["gpu_count"],
-        hardware=record["hardware"],
-        architecture=record["arch"],
-        hyper=record["hyper"],
-        quality=record["quality"],
-        tags=record["tags"],
-        features=record["features"],
-        notes=record["notes"],
-        error=record["error"],
-        peak_memory_gb=record["peak_memory_gb"],
-        created_at=record["created_at"],
-        source=record["source"],
-        run_id=record["run_id"],
-        store_path=store_path,
-    )

@@ -16,33 +16,24 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from gpuperf_magics.store.arguments import column_list, run_ids
 from gpuperf_magics.store.backends import PostgresBackend, SqliteBackend
 from gpuperf_magics.store.errors import (
     ANOTHER_STORE,
+    CorruptRow,
     RunNotFoundError,
     StoreError,
     StoreNotFoundError,
 )
 from gpuperf_magics.store.location import Location, parse_location
 from gpuperf_magics.store.paths import ENV_VAR, default_store_path
-from gpuperf_magics.store.queries import (
-    RunRows,
-    StoredRun,
-    as_run,
-    column_list,
-    read_iterations,
-    read_run,
-    read_runs,
-    run_ids,
-    runs_frame,
-    runs_query,
-)
-from gpuperf_magics.store.records import IterationRow
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from gpuperf_magics.run import Run
+    from gpuperf_magics.store.queries import StoredRun
+    from gpuperf_magics.store.rows import IterationRow
 
 __all__ = ["StoreReader", "StoreToken"]
 
@@ -129,8 +120,6 @@ class StoreReader:
         ``missing`` gives the result of a read when the file does not exist yet (nothing is
         created then); ``snapshot`` wraps a read in one transaction (several statements).
         """
-        from gpuperf_magics.store.frame import CorruptRow
-
         try:
             return self._backend.run(work, write=write, action=action, timeout=self.timeout,
                                      missing=missing, snapshot=snapshot)
@@ -154,9 +143,9 @@ class StoreReader:
         """
 
         def work(conn: Any) -> StoreToken:
-            rows = dict(conn.execute(
-                "SELECT key, value FROM meta WHERE key IN ('created_at', 'revision')"
-            ).fetchall())
+            from gpuperf_magics.store.records import SELECT_TOKEN
+
+            rows = dict(conn.execute(SELECT_TOKEN).all())
             return StoreToken(str(rows.get("created_at", "")),
                               self._revision_value(rows.get("revision")))
 
@@ -178,7 +167,9 @@ class StoreReader:
         """
 
         def work(conn: Any) -> int:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()
+            from gpuperf_magics.store.records import SELECT_REVISION
+
+            row = conn.execute(SELECT_REVISION).first()
             return self._revision_value(None if row is None else row[0])
 
         return self._execute(
@@ -241,7 +232,7 @@ class StoreReader:
         filter on a hardware, architecture, hyper-parameter or feature column is applied to
         the rows those select.
         """
-        from gpuperf_magics.store.frame import CorruptRow
+        from gpuperf_magics.store.queries import RunRows, read_runs, runs_frame, runs_query
 
         columns = column_list(columns)
         query = runs_query(self.kind, network=network, status=status, gpu=gpu, source=source,
@@ -273,14 +264,17 @@ class StoreReader:
         RunNotFoundError
             (a ``KeyError``) for an unknown id.
         """
+        from gpuperf_magics.run import PHASES
         from gpuperf_magics.store.frame import iterations_frame
 
         ids = run_ids(run_id)
-        return iterations_frame(self._read_iterations(ids))
+        return iterations_frame(self._read_iterations(ids), PHASES)
 
     def _read_iterations(self, run_ids: list[int]) -> list[IterationRow]:
         def nothing() -> list[IterationRow]:
             raise RunNotFoundError(run_ids[0], self._shown)
+
+        from gpuperf_magics.store.queries import read_iterations
 
         if not run_ids:
             return []
@@ -298,7 +292,7 @@ class StoreReader:
         RunNotFoundError
             (a ``KeyError``) for an unknown id.
         """
-        from gpuperf_magics.store.frame import CorruptRow
+        from gpuperf_magics.store.queries import read_run
 
         (one,) = run_ids(run_id)
 
@@ -308,7 +302,7 @@ class StoreReader:
         stored = self._execute(partial(read_run, run_id=one, shown=self._shown), write=False,
                                action="read a run", missing=nothing)
         try:
-            return as_run(stored, str(self.path))
+            return _as_run(stored, str(self.path))
         except (CorruptRow, TypeError, ValueError) as exc:
             raise self._corrupt(exc) from None
 
@@ -336,3 +330,50 @@ class StoreReader:
         target = Path(os.path.expanduser(os.fspath(path)))
         file_format(target)  # reject an unknown suffix before reading the store
         return write_table(self.runs(**filters), target)
+
+
+def _as_run(stored: StoredRun, store_path: str) -> Run:
+    """The :class:`~gpuperf_magics.run.Run` a stored run was, iterations included.
+
+    Raises
+    ------
+    CorruptRow, TypeError, ValueError
+        A value the run cannot hold (a tampered store).
+    """
+    from gpuperf_magics.run import IterationRecord, Run
+    from gpuperf_magics.store.queries import phases
+
+    record = stored.record
+    return Run(
+        network=record["network"],
+        status=record["status"],
+        iterations=[
+            IterationRecord(
+                index=it.idx,
+                duration_s=float(it.duration_s),
+                samples=it.samples,
+                warmup=bool(it.warmup),
+                phases=phases(it.run_id, it.phases),
+                skipped_step=bool(it.skipped_step),
+                micro_batches=it.micro_batches,
+            )
+            for it in stored.iterations
+        ],
+        batch_size=record["batch_size"],
+        device=record["device"] or ("cuda" if record["gpu"] else "cpu"),
+        gpu=record["gpu"],
+        gpu_count=record["gpu_count"],
+        hardware=record["hardware"],
+        architecture=record["arch"],
+        hyper=record["hyper"],
+        quality=record["quality"],
+        tags=record["tags"],
+        features=record["features"],
+        notes=record["notes"],
+        error=record["error"],
+        peak_memory_gb=record["peak_memory_gb"],
+        created_at=record["created_at"],
+        source=record["source"],
+        run_id=record["run_id"],
+        store_path=store_path,
+    )

@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gpuperf_magics.store import writes
-from gpuperf_magics.store.connection import translate
+from gpuperf_magics.store.arguments import run_ids
+from gpuperf_magics.store.backends import SqliteBackend
 from gpuperf_magics.store.errors import RunNotFoundError, StoreError
+from gpuperf_magics.store.fingerprints import ImportedFile
 from gpuperf_magics.store.paths import fallback_store_path
-from gpuperf_magics.store.queries import run_ids
 from gpuperf_magics.store.reader import StoreReader, StoreToken
+from gpuperf_magics.store.schema import Migrated, latest_version
+from gpuperf_magics.store.sync import SyncResult
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from gpuperf_magics.run import Run
-    from gpuperf_magics.store.schema import Migrated
-    from gpuperf_magics.store.sync import SyncResult
 
 __all__ = ["Store", "StoreToken"]
 
@@ -101,9 +101,15 @@ class Store(StoreReader):
             could not be reached, the run is also kept in a local fallback file
             (``err.fallback``; ``$GPUPERF_FALLBACK_STORE`` or ``unsynced.sqlite`` in the
             per-user folder), and the message says how to push it later.
+        TypeError
+            ``run`` is not a :class:`~gpuperf_magics.run.Run`.
         ValueError
             The run has no network name or an unreadable ``created_at``.
         """
+        from gpuperf_magics.run import Run
+
+        if not isinstance(run, Run):
+            raise TypeError(f"save_run takes a gpuperf_magics.Run, not {type(run).__name__}")
         rows = writes.run_to_save(run)
         previous = run.run_id if run.store_path == str(self.path) else None
         try:
@@ -165,6 +171,7 @@ class Store(StoreReader):
         gpu: str | None = None,
         source: str | None = None,
         tags: Mapping[str, str] | None = None,
+        skip_duplicates: bool = False,
     ) -> list[int]:
         """Import measurements made elsewhere: one run per row, all rows or none.
 
@@ -185,6 +192,14 @@ class Store(StoreReader):
             for a DataFrame).
         tags : dict, optional
             Tags added to every imported row.
+        skip_duplicates : bool, default False
+            For a file: recognise it by its fingerprint (a SHA-256 of its bytes and of
+            ``mapping``, ``network`` and ``gpu``, whatever its name or folder). Its rows carry
+            the fingerprint as the tag ``import_sha256``; when the store holds rows of that
+            fingerprint already, nothing is imported and their ids are returned
+            (:meth:`imported_file` tells beforehand). Without it a file is imported as it is,
+            every time, and its rows carry no extra tag (an export imported again is the
+            same store). Ignored for a DataFrame.
 
         Returns
         -------
@@ -208,8 +223,7 @@ class Store(StoreReader):
         traces). ``status`` defaults to ``ok``, ``gpu_count`` to 1 with a GPU and 0 without.
         A ``gpu`` name the hardware catalog cannot resolve is an error (with its close
         matches) unless the row gives ``gpu_fp32_tflops`` and ``gpu_bandwidth_gbs`` itself.
-        Importing one table twice is not refused here (the ``gpuperf import`` command
-        recognises a file by its content).
+        ``gpuperf import`` passes ``skip_duplicates=True`` unless ``--again`` is given.
 
         Other columns: canonical ones (``gpu_*``, ``cpu_*``, ``sw_*``, ``arch_*``, hyper
         and quality names, ``tags`` as JSON) go where ``runs()`` shows them; any further
@@ -219,11 +233,49 @@ class Store(StoreReader):
         as written.
         """
         rows = writes.table_to_import(table, mapping, network=network, gpu=gpu, source=source,
-                                      tags=tags)
+                                      tags=tags, fingerprint=skip_duplicates)
         if not rows.records:
             return []
-        return self._execute(partial(writes.import_rows, table=rows), write=True,
-                             action=f"import {rows.name}")
+        return self._execute(partial(writes.import_rows, table=rows,
+                                     skip_duplicates=skip_duplicates),
+                             write=True, action=f"import {rows.name}")
+
+    def imported_file(
+        self,
+        path: str | os.PathLike[str],
+        mapping: Mapping[str, str | None] | None = None,
+        *,
+        network: str | None = None,
+        gpu: str | None = None,
+    ) -> ImportedFile:
+        """What this store holds of a file :meth:`import_table` would import.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            The file.
+        mapping, network, gpu
+            As for :meth:`import_table`: they are part of the fingerprint (the same file
+            imported with another mapping gives other rows).
+
+        Returns
+        -------
+        ImportedFile
+            ``(fingerprint, run_ids, sources, unmarked_ids)``; true when ``run_ids`` is not
+            empty, i.e. the file was imported already. ``unmarked_ids`` are runs imported
+            from a file of the same name before imports were fingerprinted.
+
+        Raises
+        ------
+        FileNotFoundError
+            ``path`` is not a file.
+        """
+        from gpuperf_magics.store.fingerprints import find
+
+        stamp, name = writes.imported_file(path, mapping, network, gpu)
+        return self._execute(lambda conn: find(conn, stamp, name), write=False,
+                             action="look for an earlier import",
+                             missing=lambda: ImportedFile(stamp, [], [], []))
 
     # ------------------------------------------------------------------ server
     def migrate(self) -> Migrated:
@@ -233,31 +285,17 @@ class Store(StoreReader):
         a role that may create and alter tables. An SQLite file upgrades itself when opened,
         so this just opens it.
         """
-        from gpuperf_magics.store import schema
-
         if self.kind == "postgresql":
             from gpuperf_magics.store import postgres as pg
 
             result = pg.migrate(self._location, self.timeout)
             self._backend.ready = False
             return result
-        path = self._location.path
-        assert path is not None
-
-        def version(conn: Any) -> int:
-            return int(conn.execute("PRAGMA user_version").fetchone()[0])
-
-        before = 0
-        if path.exists():
-            conn = sqlite3.connect(path)
-            try:
-                before = version(conn)
-            except sqlite3.Error as exc:
-                raise translate(exc, path, "read the schema version", self.timeout) from None
-            finally:
-                conn.close()
+        backend = self._backend
+        assert isinstance(backend, SqliteBackend)
+        backend.ready = False  # check the file again, whatever this Store saw before
         self._execute(lambda conn: None, write=True, action="migrate the store")
-        return schema.Migrated(before, schema.latest_version())
+        return Migrated(backend.found_version, latest_version())
 
     # ------------------------------------------------------------------ sync
     def sync_to(

@@ -11,17 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics.store.connection import chunked
-from gpuperf_magics.store.records import (
-    ITERATION_FIELDS,
-    RUN_COLUMNS,
-    IterationRow,
-    bump_revision,
-    insert_runs,
-)
+from gpuperf_magics.store.rows import ITERATION_FIELDS, RUN_COLUMNS, IterationRow, chunked
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuperf_magics.store.store import Store
+    from gpuperf_magics.store.reader import StoreReader
 
 @dataclass(frozen=True)
 class SyncResult:
@@ -49,10 +42,16 @@ class SyncResult:
 
 
 def _uids(conn: Any) -> list[tuple[int, str]]:
-    return [(int(i), str(u)) for i, u in conn.execute("SELECT id, run_uid FROM runs ORDER BY id")]
+    import sqlalchemy as sa
+
+    from gpuperf_magics.store.records import driver_rows
+    from gpuperf_magics.store.tables import runs
+
+    return [(int(i), str(u)) for i, u in driver_rows(
+        conn, sa.select(runs.c.id, runs.c.run_uid).order_by(runs.c.id))]
 
 
-def sync(source: Store, destination: Store, *,
+def sync(source: StoreReader, destination: StoreReader, *,
          progress: Callable[[int, int], None] | None = None, batch: int = 2000) -> SyncResult:
     """Copy the runs ``destination`` lacks from ``source``; see :meth:`Store.sync_to`."""
     if (destination._location.url, destination._location.path) == (
@@ -75,6 +74,8 @@ def sync(source: Store, destination: Store, *,
 
         def write(conn: Any, records: Any = records, iterations: Any = iterations,
                   uids: Any = uids, who: Any = who) -> int:
+            from gpuperf_magics.store.records import bump_revision, insert_runs
+
             out = insert_runs(conn, records, iterations, uids=uids, who=who)
             added = sum(1 for _, inserted in out if inserted)
             if added:
@@ -88,26 +89,30 @@ def sync(source: Store, destination: Store, *,
     return SyncResult(copied, len(mine) - copied, source._shown, destination._shown)
 
 
-def _read(source: Store, ids: list[int]) -> tuple[list[dict[str, Any]], list[list[Any]],
+def _read(source: StoreReader, ids: list[int]) -> tuple[list[dict[str, Any]], list[list[Any]],
                                                   list[str], list[tuple[Any, Any]]]:
     """Runs as stored (JSON text kept byte for byte, so their uids stay true)."""
     names = [c for c in RUN_COLUMNS if c != "hardware_id"]
 
-    def work(conn: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        runs: list[tuple[Any, ...]] = []
-        its: list[tuple[Any, ...]] = []
+    def work(conn: Any) -> tuple[list[Any], list[Any]]:
+        import sqlalchemy as sa
+
+        from gpuperf_magics.store.tables import hardware, iterations, runs
+
+        found: list[Any] = []
+        its: list[Any] = []
+        columns = [runs.c.id, *(runs.c[n] for n in names), hardware.c.info, runs.c.run_uid,
+                   runs.c.recorded_host, runs.c.recorded_user]
+        fields = [iterations.c.run_id, *(iterations.c[n] for n in ITERATION_FIELDS)]
         for chunk in chunked(ids):
-            marks = ", ".join("?" * len(chunk))
-            runs += conn.execute(
-                f"SELECT r.id, {', '.join('r.' + n for n in names)}, h.info, r.run_uid, "
-                "r.recorded_host, r.recorded_user FROM runs AS r LEFT JOIN hardware AS h "
-                f"ON h.id = r.hardware_id WHERE r.id IN ({marks}) ORDER BY r.id", chunk
-            ).fetchall()
+            found += conn.execute(
+                sa.select(*columns)
+                .select_from(runs.outerjoin(hardware, hardware.c.id == runs.c.hardware_id))
+                .where(runs.c.id.in_(chunk)).order_by(runs.c.id)).all()
             its += conn.execute(
-                f"SELECT run_id, {', '.join(ITERATION_FIELDS)} FROM iterations "
-                f"WHERE run_id IN ({marks}) ORDER BY run_id, idx", chunk
-            ).fetchall()
-        return runs, its
+                sa.select(*fields).where(iterations.c.run_id.in_(chunk))
+                .order_by(iterations.c.run_id, iterations.c.idx)).all()
+        return found, its
 
     runs, its = source._execute(work, write=False, action="read runs to sync")
     by_run: dict[int, list[Any]] = {}
