@@ -134,7 +134,10 @@ def test_timeout_is_kept_through_every_way_in(
                 attempt()
             assert waits and max(waits) <= 0.5  # not the default 30 s
         waits.clear()
-        with gm.profile_training(name="lin", store=impatient) as run:
+        from gpuperf_magics.capture import UnsavedRunWarning
+
+        with pytest.warns(UnsavedRunWarning, match="unsaved_runs"), \
+                gm.profile_training(name="lin", store=impatient) as run:
             _train_tiny()
         assert waits and max(waits) <= 0.5
         assert run.run_id is None and any("for 0.5 s" in n for n in run.notes)
