@@ -110,7 +110,7 @@ def test_tables_for_people(store):
     assert "1× Tesla T4" in text and "$0.30" in text
     html = result._repr_html_()
     assert "<table" in html and "job cost" in html
-    assert format_cost(1234.5) == "$1,234" and format_cost(math.nan) == "—"
+    assert format_cost(1234.5) == "$1,234.50" and format_cost(math.nan) == "—"
 
 
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
