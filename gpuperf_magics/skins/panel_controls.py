@@ -37,6 +37,15 @@ CPU_LABEL = "this CPU (measured)"
 SNAPSHOT_CLASS = "gpuperf-whatif-saved"
 #: Offers selected when the panel opens (the chooser holds every priced instance).
 DEFAULT_OFFERS = 10
+#: Room for the longest control label ("deadline (h, 0: none)", "samples / epoch") at
+#: about 7.5 px a character; a shorter width cut the label off ("deadline (h, 0:…").
+LABEL_WIDTH = "170px"
+#: Pixels a character of a label or an offer takes, about, in JupyterLab's UI font.
+CHAR_PX = 7.5
+
+
+def _px(width: str) -> float:
+    return float(width.removesuffix("px"))
 
 
 def _number_text(value: float) -> str:
@@ -109,8 +118,8 @@ class PanelControls:
         self._here = CPU_LABEL
         self._measured: str | None = None
         self._error: str | None = None
-        style = {"description_width": "110px"}
-        layout = w.Layout(width="420px")
+        style = {"description_width": LABEL_WIDTH}
+        layout = w.Layout(width="480px")
         self._style, self._layout = style, layout
         self.network = w.Dropdown(options=networks, value=first,
                                   description="network", style=style, layout=layout)
@@ -142,15 +151,22 @@ class PanelControls:
         self._feature_box = w.VBox()
         self.result = w.HTML()
         choices = offer_choices(price_table)
+        # Wide enough for the longest offer's name; each name is its own tooltip as well.
+        longest = max((len(label) for label, _ in choices), default=0)
         self.instances = w.SelectMultiple(
             options=choices, value=preselected(price_table, choices, load_prices()),
             description="offers", rows=min(8, max(1, len(choices))), style=style,
-            layout=w.Layout(width="520px"))
+            tooltip="the priced offers to compare (ctrl/shift-click for several)",
+            layout=w.Layout(width=f"{int(_px(LABEL_WIDTH) + CHAR_PX * longest) + 40}px"))
         # min=0, below the starting bound: 0 is how the user clears the deadline.
         self.deadline = w.BoundedFloatText(value=deadline_h or 0, min=0,
                                            max=_BOUNDS["deadline_h"][1],
                                            step=0.5, description="deadline (h, 0: none)",
                                            style=style, layout=layout)
+        for control in (self.network, self.batch_size, self.length, self.epochs,
+                        self.samples, self.iterations, self.gpu, self.gpu_count,
+                        self.deadline):
+            control.tooltip = control.description  # the whole label, were it ever cut
         self.plot = w.Output()
         self.offers_view = w.HTML()
         self.figure: Any = None
