@@ -8,6 +8,7 @@ offers. What a control holds and when it is enabled is here.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -102,6 +103,7 @@ class PanelControls:
     _quiet: bool
     _update: Callable[..., None]
     _network_changed: Callable[[Any], None]
+    _view_counted: Callable[[Any], None]
 
     def _build_controls(
         self, networks: list[str], first: str, price_table: Any, *, batch_size: int | None,
@@ -193,9 +195,16 @@ class PanelControls:
         # shown by a plain output next to them (see _ipython_display_), which this style,
         # present only while the widgets render, hides.
         hide = w.HTML(f"<style>.{SNAPSHOT_CLASS} {{display: none}}</style>")
-        self._snapshot: Any = None
+        # The saved copy's one display id (every display of the panel shares it), and the
+        # views the front end reports: one that no display made is a reloaded page.
+        self._display_id = f"gpuperf-whatif-{uuid.uuid4().hex}"
+        self._displays = self._unseen_displays = 0
+        self._shown_in: int | None = None
+        self.saved_note = w.HTML()
         self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view,
-                              hide])
+                              self.saved_note, hide])
+        self.widget._view_count = 0  # counted by the front end from now on
+        self.widget.observe(self._view_counted, names="_view_count")
 
     def _samples_edited(self, change: Any) -> None:
         if not self._quiet:

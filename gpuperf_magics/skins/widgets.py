@@ -104,6 +104,9 @@ class WhatIfPanel(PanelControls):
         The priced instances to compare.
     deadline : ipywidgets.BoundedFloatText
         Hours the job may take (0: no deadline).
+    saved_note : ipywidgets.HTML
+        Empty, or, after a page reload, that the saved copy no longer follows and how to
+        save it again (the reloaded page cannot be reached from the kernel).
     """
 
     def __init__(self, store: Any = None, job: Job | str | None = None, *,
@@ -410,16 +413,44 @@ class WhatIfPanel(PanelControls):
                 f"{self.offers_view.value}</div>")
 
     def _refresh_snapshot(self) -> None:
-        if self._snapshot is not None:
-            self._snapshot.update({"text/html": self.snapshot_html(), "text/plain": self.text},
-                                  raw=True)
+        """Rewrite every saved copy this front end knows (all share one display id)."""
+        from IPython.display import update_display
+
+        if self._displays:
+            update_display({"text/html": self.snapshot_html(), "text/plain": self.text},
+                           raw=True, display_id=self._display_id)
+
+    def _view_counted(self, change: Any) -> None:
+        """A view of the widgets appeared or went. One that no display of ours made is a
+        front end that rendered the widgets again from the kernel, a page reload: that page
+        has forgotten which output holds the saved copy (JupyterLab keeps that map in the
+        page only), so no update reaches it any more; say so, and how to save it again."""
+        if (change["new"] or 0) <= (change["old"] or 0):
+            return
+        if self._unseen_displays:
+            self._unseen_displays -= 1
+            return
+        where = f"<code>Out[{self._shown_in}]</code>" if self._shown_in else "the panel"
+        self.saved_note.value = (
+            "<p style='color:#b60'>The page was reloaded: the saved copy of this answer "
+            "(what the notebook shows when reopened without the widgets) no longer follows "
+            f"the controls. Display {where} in a new cell to save the current answer there "
+            "(it follows from then on), or run this cell again.</p>")
 
     def _ipython_display_(self) -> None:
+        """The widgets, and the saved copy under the panel's one display id: a panel shown
+        again (after a page reload, or in another cell) adds a copy that follows too."""
+        from IPython import get_ipython
         from IPython.display import display
 
+        shell = get_ipython()
+        self._shown_in = getattr(shell, "execution_count", None)
+        self._unseen_displays += 1
+        self.saved_note.value = ""
         display(self.widget)
-        self._snapshot = display({"text/html": self.snapshot_html(), "text/plain": self.text},
-                                 raw=True, display_id=True)
+        display({"text/html": self.snapshot_html(), "text/plain": self.text},
+                raw=True, display_id=self._display_id)
+        self._displays += 1
 
 
 def what_if(store: Any = None, job: Job | str | None = None, *, prices: Any = None,
