@@ -304,7 +304,7 @@ def test_a_bf16_peak_needs_ampere() -> None:
              "NVIDIA A100-PCIE-40GB, NVIDIA A100-SXM4-80GB; name one to choose)"),
     ("a100 80gb", "a100 80gb → NVIDIA A100-SXM4-80GB (also: NVIDIA A100 80GB PCIe; "
                   "name one to choose)"),
-    ("NVIDIA A100-SXM4-40GB", None), ("T4", None), ("4090", None), ("4090 laptop", None),
+    ("NVIDIA A100-SXM4-40GB", None), ("NVIDIA H100 80GB HBM3", None), ("T4", None), ("4090", None), ("4090 laptop", None),
 ])
 def test_a_short_name_that_fits_several_variants_says_which_it_took(name, note):
     assert catalog.choice_note(name) == note

@@ -234,6 +234,8 @@ def variants(name: str) -> list[str]:
     index = _index()
     chosen = _resolve(str(name))
     key = _split(str(name))
+    if index.texts.get(key.text) == index.rows[chosen]["gpu_name"]:
+        return [str(index.rows[chosen]["gpu_name"])]  # its own name or alias: no choice made
     laptop_asked = bool(_LAPTOP_WORDS & set(key.words))
     members = {i for family, rows in index.families.items() if chosen in rows
                and (family == key.family or _contains(index.family_words[family], key.words))

@@ -430,7 +430,12 @@ class WhatIfPanel(PanelControls):
         if self._unseen_displays:
             self._unseen_displays -= 1
             return
-        where = f"<code>Out[{self._shown_in}]</code>" if self._shown_in else "the panel"
+        from IPython import get_ipython
+
+        shell = get_ipython()
+        out = getattr(shell, "user_ns", {}).get("Out", {})
+        where = (f"<code>Out[{self._shown_in}]</code>" if out.get(self._shown_in) is self
+                 else "the panel (the object the cell returned)")
         self.saved_note.value = (
             "<p style='color:#b60'>The page was reloaded: the saved copy of this answer "
             "(what the notebook shows when reopened without the widgets) no longer follows "
