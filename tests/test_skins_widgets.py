@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import pandas as pd
@@ -408,8 +410,10 @@ def test_the_saved_copy_follows_after_a_reload_and_a_new_display(ip, imported, m
     assert "no longer follows" in panel.saved_note.value
     panel.batch_size.value = 32
     assert "batch 32" in published.saved()[-1][0]  # still sent, for pages that know it
-    # Shown again (in a new cell): a copy under the same id, which every change rewrites.
-    panel._ipython_display_()
+    # Shown again in a new cell, by the code the note gives: a copy under the same id,
+    # which every change rewrites.
+    again = html.unescape(re.search(r"<code>(.+?)</code>", panel.saved_note.value).group(1))
+    assert ip.run_cell(again).result is panel
     page, display_id, update = published.saved()[-1]
     assert display_id == first_id and not update and "batch 32" in page
     assert panel.saved_note.value == ""

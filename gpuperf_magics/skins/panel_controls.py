@@ -200,6 +200,7 @@ class PanelControls:
         self._display_id = f"gpuperf-whatif-{uuid.uuid4().hex}"
         self._displays = self._unseen_displays = 0
         self._shown_in: int | None = None
+        self._number: int | None = None  # among the panels shown (widgets.panel)
         self.saved_note = w.HTML()
         self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view,
                               self.saved_note, hide])

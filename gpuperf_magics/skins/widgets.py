@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics.skins import plot
@@ -31,9 +32,11 @@ from gpuperf_magics.skins.panel_controls import (
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.prediction.job import Job
 
-__all__ = ["WhatIfPanel", "what_if"]
+__all__ = ["WhatIfPanel", "panel", "what_if"]
 
 _log = logging.getLogger(__name__)
+#: The panels shown in this kernel, by number (their widgets keep them alive).
+_SHOWN: weakref.WeakValueDictionary[int, WhatIfPanel] = weakref.WeakValueDictionary()
 
 
 class WhatIfPanel(PanelControls):
@@ -430,17 +433,27 @@ class WhatIfPanel(PanelControls):
         if self._unseen_displays:
             self._unseen_displays -= 1
             return
-        from IPython import get_ipython
-
-        shell = get_ipython()
-        out = getattr(shell, "user_ns", {}).get("Out", {})
-        where = (f"<code>Out[{self._shown_in}]</code>" if out.get(self._shown_in) is self
-                 else "the panel (the object the cell returned)")
+        where = html.escape(self._handle())
         self.saved_note.value = (
             "<p style='color:#b60'>The page was reloaded: the saved copy of this answer "
             "(what the notebook shows when reopened without the widgets) no longer follows "
-            f"the controls. Display {where} in a new cell to save the current answer there "
+            f"the controls. Run <code>{where}</code> in a new cell to save the current answer "
+            "there "
             "(it follows from then on), or run this cell again.</p>")
+
+    def _handle(self) -> str:
+        """Code that gives this panel back in the notebook: a variable bound to it, the
+        cell's ``Out[N]``, else its entry among the panels shown (``%predict_time -w``
+        returns none)."""
+        from IPython import get_ipython
+
+        namespace = getattr(get_ipython(), "user_ns", {})
+        names = [k for k, v in namespace.items() if v is self and not k.startswith("_")]
+        if names:
+            return names[0]
+        if namespace.get("Out", {}).get(self._shown_in) is self:
+            return f"Out[{self._shown_in}]"
+        return f"from gpuperf_magics.skins.widgets import panel; panel({self._number})"
 
     def _ipython_display_(self) -> None:
         """The widgets, and the saved copy under the panel's one display id: a panel shown
@@ -450,12 +463,31 @@ class WhatIfPanel(PanelControls):
 
         shell = get_ipython()
         self._shown_in = getattr(shell, "execution_count", None)
+        if self._number is None:
+            self._number = len(_SHOWN) + 1
+            _SHOWN[self._number] = self
         self._unseen_displays += 1
         self.saved_note.value = ""
         display(self.widget)
         display({"text/html": self.snapshot_html(), "text/plain": self.text},
                 raw=True, display_id=self._display_id)
         self._displays += 1
+
+
+def panel(number: int) -> WhatIfPanel:
+    """The what-if panel shown ``number``-th in this kernel (1 first), for a cell that shows
+    it again (after a page reload, the panel's note names it).
+
+    Raises
+    ------
+    KeyError
+        No panel of that number is shown any more.
+    """
+    try:
+        return _SHOWN[number]
+    except KeyError:
+        raise KeyError(f"no what-if panel {number} in this kernel; shown: "
+                       f"{sorted(_SHOWN) or 'none'}") from None
 
 
 def what_if(store: Any = None, job: Job | str | None = None, *, prices: Any = None,
