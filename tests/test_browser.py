@@ -400,6 +400,8 @@ def _reload_and_redisplay(page: Any, notebook: Any, screenshots: Any) -> Any:
     batch.fill("128")
     batch.press("Enter")
     expect(iterations).to_have_text("8")
+    # The saved copy is rewritten just after the widgets (hidden, but in the page).
+    expect(outputs.locator(".gpuperf-whatif-saved")).to_contain_text("batch 128")
     return outputs
 
 
