@@ -153,14 +153,11 @@ class Offers:
         p.text("Offers(...)" if cycle else str(self))
 
     def _repr_html_(self) -> str:
-        import re
+        from gpuperf_magics.prediction.display import html_table
 
         table, said = self.compact()
         foot = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        # Inline padding: inside a widget (the what-if panel) no notebook style spaces the
-        # cells, and "mark" ran into "note".
-        cells = re.sub(r"<(t[hd])(?=[\s>])", r"<\1 style='padding: 2px 10px 2px 0; "
-                       r"text-align: left'", table.to_html(index=False, escape=True, border=0))
+        cells = html_table(table)
         return (
             f"<div class='gpuperf-offers'><p><b>{html.escape(self.header())}</b></p>"
             + "".join(f"<p>{html.escape(line)}</p>" for line in said if not line.startswith("["))
