@@ -423,38 +423,6 @@ class WhatIfPanel(PanelControls):
             update_display({"text/html": self.snapshot_html(), "text/plain": self.text},
                            raw=True, display_id=self._display_id)
 
-    def _view_counted(self, change: Any) -> None:
-        """A view of the widgets appeared or went. One that no display of ours made is a
-        front end that rendered the widgets again from the kernel, a page reload: that page
-        has forgotten which output holds the saved copy (JupyterLab keeps that map in the
-        page only), so no update reaches it any more; say so, and how to save it again."""
-        if (change["new"] or 0) <= (change["old"] or 0):
-            return
-        if self._unseen_displays:
-            self._unseen_displays -= 1
-            return
-        where = html.escape(self._handle())
-        self.saved_note.value = (
-            "<p style='color:#b60'>The page was reloaded: the saved copy of this answer "
-            "(what the notebook shows when reopened without the widgets) no longer follows "
-            f"the controls. Run <code>{where}</code> in a new cell to save the current answer "
-            "there "
-            "(it follows from then on), or run this cell again.</p>")
-
-    def _handle(self) -> str:
-        """Code that gives this panel back in the notebook: a variable bound to it, the
-        cell's ``Out[N]``, else its entry among the panels shown (``%predict_time -w``
-        returns none)."""
-        from IPython import get_ipython
-
-        namespace = getattr(get_ipython(), "user_ns", {})
-        names = [k for k, v in namespace.items() if v is self and not k.startswith("_")]
-        if names:
-            return names[0]
-        if namespace.get("Out", {}).get(self._shown_in) is self:
-            return f"Out[{self._shown_in}]"
-        return f"from gpuperf_magics.skins.widgets import panel; panel({self._number})"
-
     def _ipython_display_(self) -> None:
         """The widgets, and the saved copy under the panel's one display id: a panel shown
         again (after a page reload, or in another cell) adds a copy that follows too."""
