@@ -38,10 +38,16 @@ def format_duration(seconds: float) -> str:
 
 
 def format_cost(usd: float) -> str:
-    """``$1,234`` from $100 on, ``$12.35`` below, ``$0.0042`` under a cent, ``—`` when
-    there is no price."""
+    """Money by one fixed rule, never in scientific notation (``$4.9e-05`` read as noise):
+    ``$1,234.50`` and ``$12.35`` from $1 on (two decimals), ``$0.30`` or ``$0.8048`` from a
+    cent on (four significant digits at most, at least the cents), ``$0.000049`` below a
+    cent (two significant digits), ``—`` when there is no price."""
     if not math.isfinite(usd):
         return "—"
-    if usd >= 100:
-        return f"${usd:,.0f}"
-    return f"${usd:,.2f}" if usd >= 0.01 or usd == 0 else f"${usd:.2g}"
+    if usd >= 1 or usd == 0:
+        return f"${usd:,.2f}"
+    digits = 4 if usd >= 0.01 else 2  # significant digits, in fixed notation
+    decimals = max(2, digits - 1 - math.floor(math.log10(abs(usd))))
+    text = f"{usd:.{decimals}f}".rstrip("0")
+    whole, _, fraction = text.partition(".")
+    return f"${whole}.{fraction.ljust(2, '0')}"

@@ -160,7 +160,12 @@ class JupyterLab:
                "JUPYTER_DATA_DIR": str(self.home / "data"),
                "JUPYTER_RUNTIME_DIR": str(self.runtime),
                "IPYTHONDIR": str(self.home / "ipython"),
-               "JUPYTER_PLATFORM_DIRS": "1", "OMP_NUM_THREADS": "1"}
+               "JUPYTER_PLATFORM_DIRS": "1", "OMP_NUM_THREADS": "1",
+               # The kernel imports the package under test (this checkout), not whichever
+               # copy the environment installed.
+               "PYTHONPATH": os.pathsep.join(
+                   p for p in (str(Path(__file__).resolve().parents[1]),
+                               os.environ.get("PYTHONPATH")) if p)}
         for attempt in range(3):  # another process may take the free port meanwhile
             self.port = _free_port()
             argv = [sys.executable, "-m", "jupyterlab", "--no-browser",
@@ -358,6 +363,48 @@ def _expect_saved_answer(outputs: Any, shown: str) -> None:
     assert image.evaluate("img => img.complete && img.naturalWidth > 200")
 
 
+def _reload_and_redisplay(page: Any, notebook: Any, screenshots: Any) -> Any:
+    """Reload the page, change the panel, display it again in a new cell and change it there;
+    the new cell's output area."""
+    from playwright.sync_api import expect
+
+    page.reload()
+    cells = notebook.locator(".jp-Notebook .jp-CodeCell")
+    outputs = cells.nth(len(CELLS) - 1).locator(".jp-Cell-outputArea")
+    iterations = outputs.locator(".widget-html-content .gpuperf-prediction td").nth(1)
+    expect(_kernel_status(page)).to_have_text(re.compile(r"^gpuperf \(test\) \| Idle$"),
+                                              timeout=SLOW_MS)
+    expect(iterations).to_have_text("8", timeout=SLOW_MS)  # the live widgets, batch 128
+    batch = _control(outputs, "batch size").locator("input")
+    batch.fill("64")
+    batch.press("Enter")
+    expect(iterations).to_have_text("16")
+    note = outputs.get_by_text("The page was reloaded")
+    expect(note).to_be_visible()
+    screenshots(outputs, "whatif_panel_reloaded")
+    again = note.locator("code").inner_text()  # the code that gives the panel back
+    # A new cell below the panel's that shows the panel again.
+    cells.nth(len(CELLS) - 1).locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Escape")  # command mode, the panel's cell active
+    page.keyboard.press("b")
+    expect(cells).to_have_count(len(CELLS) + 1)
+    cells.last.locator(".jp-InputArea-editor").click()
+    page.keyboard.type(again)
+    page.keyboard.press("Control+Enter")
+    outputs = cells.last.locator(".jp-Cell-outputArea")
+    iterations = outputs.locator(".widget-html-content .gpuperf-prediction td").nth(1)
+    expect(iterations).to_have_text("16", timeout=SLOW_MS)
+    expect(outputs.locator(".gpuperf-whatif-saved")).to_be_hidden()
+    expect(note).to_have_count(0)  # shown again: the saved copy follows from here
+    batch = _control(outputs, "batch size").locator("input")
+    batch.fill("128")
+    batch.press("Enter")
+    expect(iterations).to_have_text("8")
+    # The saved copy is rewritten just after the widgets (hidden, but in the page).
+    expect(outputs.locator(".gpuperf-whatif-saved")).to_contain_text("batch 128")
+    return outputs
+
+
 def test_panel_follows_its_controls_and_a_reopened_notebook_shows_the_saved_answer(
         browser, lab_factory, screenshots):
     from playwright.sync_api import expect
@@ -416,8 +463,15 @@ def test_panel_follows_its_controls_and_a_reopened_notebook_shows_the_saved_answ
     expect(table).not_to_have_text(before["table"])
     expect(table).to_contain_text("deadline 0:30:00")
     expect(table).to_contain_text("cheapest within deadline")
-    shown = answer.inner_text()
     screenshots(outputs, "whatif_panel_changed")
+
+    # A page reload: the widgets render again from the kernel, but the page has forgotten which
+    # output the saved copy is; the panel says so, and a display in a new cell saves again.
+    _menu(page, "File", re.compile(r"^Save Notebook(?! As)"))
+    expect(page.locator(".lm-TabBar-tab.jp-mod-current.jp-mod-dirty")).to_have_count(0)
+    outputs = _reload_and_redisplay(page, notebook, screenshots)
+    answer = outputs.locator(".widget-html-content .gpuperf-prediction")
+    shown = answer.inner_text()
 
     # Save, shut the kernel down, close the page.
     _menu(page, "File", re.compile(r"^Save Notebook(?! As)"))
@@ -435,7 +489,8 @@ def test_panel_follows_its_controls_and_a_reopened_notebook_shows_the_saved_answ
     assert kinds == [["application/vnd.jupyter.widget-view+json", "text/plain"],
                      ["text/html", "text/plain"]], kinds
     copy = last.outputs[1]["data"]["text/html"]
-    assert "gpuperf-whatif-saved" in copy and "<td>8</td>" in copy
+    assert "gpuperf-whatif-saved" in copy and ">8</td>" in copy
+    assert "batch 128" in copy  # the copy shown again after the reload followed the change
 
     # Reopened the next day: a fresh kernel starts, which holds none of the widgets.
     page = _new_page(browser, errors, "reopened with a kernel")

@@ -297,3 +297,22 @@ def test_a_bf16_peak_needs_ampere() -> None:
                                          r"compute capability 8.0 or newer \(got 7.5\)"):
         catalog.add_gpus(frame)
     assert catalog.match("Old BF16 GPU") is None
+
+
+@pytest.mark.parametrize(("name", "note"), [
+    ("A100", "A100 → NVIDIA A100-SXM4-40GB (also: NVIDIA A100 80GB PCIe, "
+             "NVIDIA A100-PCIE-40GB, NVIDIA A100-SXM4-80GB; name one to choose)"),
+    ("a100 80gb", "a100 80gb → NVIDIA A100-SXM4-80GB (also: NVIDIA A100 80GB PCIe; "
+                  "name one to choose)"),
+    ("NVIDIA A100-SXM4-40GB", None), ("NVIDIA H100 80GB HBM3", None), ("T4", None), ("4090", None), ("4090 laptop", None),
+])
+def test_a_short_name_that_fits_several_variants_says_which_it_took(name, note):
+    assert catalog.choice_note(name) == note
+    assert catalog.variants(name)[0] == catalog.canonical_name(name)
+
+
+def test_a_choice_note_of_an_ambiguous_or_unknown_name_is_the_lookup_error():
+    with pytest.raises(catalog.UnknownGPUError, match="ambiguous"):
+        catalog.choice_note("RTX 6000")
+    with pytest.raises(catalog.UnknownGPUError, match="unknown GPU"):
+        catalog.choice_note("Z9000")

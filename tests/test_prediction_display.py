@@ -53,3 +53,12 @@ def test_set_features_are_part_of_the_configuration() -> None:
     p.frame["depth"] = [50.0, 101.0]
     p.frame.attrs["set_columns"] = ["depth"]
     assert display.table(p)["configuration"].iloc[0].endswith("· depth=50")
+
+
+def test_html_cells_carry_their_spacing_inside_a_widget_too() -> None:
+    import re
+
+    page = display.as_html(_prediction())
+    cells = re.findall(r"<t[hd](?=[\s>])[^>]*>", page)
+    assert cells and all(f"style='{display.CELL_STYLE}'" in c for c in cells)
+    assert f"<th style='{display.CELL_STYLE}'>kind</th>" in page

@@ -110,7 +110,7 @@ def test_tables_for_people(store):
     assert "1× Tesla T4" in text and "$0.30" in text
     html = result._repr_html_()
     assert "<table" in html and "job cost" in html
-    assert format_cost(1234.5) == "$1,234" and format_cost(math.nan) == "—"
+    assert format_cost(1234.5) == "$1,234.50" and format_cost(math.nan) == "—"
 
 
 @pytest.mark.parametrize(("kwargs", "error", "message"), [
@@ -240,3 +240,25 @@ def test_spot_and_on_demand_prices_of_one_instance_are_separate_offers(store):
     spot = offers(store, iterations=1000,
                   instances=["gcp a3-ultragpu-8g (us-central1, spot)"]).frame
     assert list(spot["offer"][1:]) == ["gcp a3-ultragpu-8g (us-central1, spot)"]
+
+
+def test_a_text_repeated_on_several_rows_is_said_once(store):
+    four = MINE.iloc[1:].assign(instance="a100-x4", gpus=4, usd_per_hour=4.0)
+    prices = pd.concat([MINE, four], ignore_index=True)
+    result = offers(store, iterations=1000, prices=prices,
+                    instances=["t4-box", "a100-x2", "a100-x4"])
+    assert list(result.frame["note"].astype(bool)) == [False, False, True, True]
+    text, page = str(result), result._repr_html_()
+    for shown in (text, page):
+        assert shown.count("no multi-GPU measurement") == 1
+    table, said = result.compact()
+    assert list(table["note"]) == ["", "", "[2]", "[2]"]
+    assert said[-1].startswith("[2] scaled from one GPU with no multi-GPU measurement")
+    # The measured T4 and the T4 offer share their kind: a footnote, not the text twice.
+    assert table["kind"].iloc[0] == table["kind"].iloc[1] == "[1]"
+
+
+def test_html_cells_are_spaced_and_costs_never_scientific(store):
+    page = offers(store, iterations=10, prices=MINE, instances=["t4-box"])._repr_html_()
+    assert "<th style='padding: 2px 10px 2px 0; text-align: left'>mark</th>" in page
+    assert "e-0" not in page and "$0.000" in page  # a job of 10 iterations costs < $0.001

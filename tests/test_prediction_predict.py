@@ -181,3 +181,13 @@ def test_more_gpus_than_measured_add_the_all_reduce_of_the_runs_parameters(tmp_p
     four = predict.predict_time(path, batch_sizes=[64], gpu_count=4).frame
     assert "all-reduce" in four["detail"].iloc[0] and "weak scaling" in four["detail"].iloc[0]
     assert four["time_s"].iloc[0] > one["time_s"].iloc[0]
+
+
+def test_a_short_gpu_name_says_which_variant_it_took(filled):
+    short = predict.predict_time(filled, batch_sizes=[32], gpus=["A100", "T4"])
+    assert "NVIDIA A100-SXM4-40GB" in set(short.frame["gpu"])
+    assert [n for n in short.notes if "→" in n] == [
+        "A100 → NVIDIA A100-SXM4-40GB (also: NVIDIA A100 80GB PCIe, NVIDIA A100-PCIE-40GB, "
+        "NVIDIA A100-SXM4-80GB; name one to choose)"]
+    full = predict.predict_time(filled, batch_sizes=[32], gpus=["NVIDIA A100-SXM4-40GB"])
+    assert not any("→" in n for n in full.notes)

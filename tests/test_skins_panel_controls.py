@@ -125,3 +125,18 @@ def test_a_users_own_offers_are_selected_when_the_panel_opens(imported, tmp_path
     chosen = list(panel.instances.value)
     assert chosen[:2] == ["g5.48xlarge", "t4-box"]  # a replaced price and a new one
     assert len(chosen) == DEFAULT_OFFERS and chosen[2] == "g4dn.xlarge"
+
+
+def test_labels_and_offer_names_have_room_to_show_whole(imported):
+    from gpuperf_magics.skins.panel_controls import CHAR_PX
+
+    panel = what_if(imported, iterations=1000)
+    for control in (panel.network, panel.batch_size, panel.epochs, panel.samples,
+                    panel.iterations, panel.gpu, panel.gpu_count, panel.deadline):
+        room = float(control.style.description_width.removesuffix("px"))
+        assert room >= CHAR_PX * len(control.description), control.description
+        assert control.tooltip == control.description
+    label_room = float(panel.instances.style.description_width.removesuffix("px"))
+    options_room = float(panel.instances.layout.width.removesuffix("px")) - label_room
+    longest = max(len(label) for label, _ in panel.instances.options)
+    assert options_room >= CHAR_PX * longest

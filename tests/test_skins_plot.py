@@ -126,3 +126,27 @@ def test_plot_adds_the_chosen_gpu_as_a_transfer(imported):
     assert len(panel.figure.axes[0].collections) == 2
     panel.deadline.value = 1
     assert list(_lines(panel)["deadline"].get_ydata()) == [3600, 3600]
+
+
+def test_a_dollar_in_a_name_is_drawn_as_written_not_as_mathtext() -> None:
+    frame = _frame().replace({"gpu": {"Tesla T4": "T4 $x^$"}})
+    what = plot.JobPlot(network="net $x^$ cost", here="CPU $1", batch_size=32,
+                        measured_per_iteration={32: 0.3})
+    out = plot.png_output(plot.job_time_figure(frame, what), "<plot>")  # raised ValueError
+    assert base64.b64decode(out["data"]["image/png"]).startswith(b"\x89PNG")
+    figure = plot.job_time_figure(frame, what)
+    assert figure.axes[0].get_title() == r"net \$x^\$ cost: time of the job"
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert r"T4 \$x^\$ (transfer)" in labels and r"CPU \$1 (extrapolated)" in labels
+
+
+def test_the_legend_lies_outside_the_axes() -> None:
+    what = plot.JobPlot(network="mlp", here="this CPU (measured)",
+                        measured_per_iteration={32: 0.3, 64: 0.6}, batch_size=32,
+                        deadline_s=5000.0)
+    figure = plot.job_time_figure(_frame(), what)
+    plot.png_output(figure, "<plot>")  # draws it
+    renderer = figure.canvas.get_renderer()
+    axes = figure.axes[0].get_window_extent(renderer)
+    legend = figure.axes[0].get_legend().get_window_extent(renderer)
+    assert not axes.overlaps(legend)

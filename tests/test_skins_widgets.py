@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import html
+import re
+from typing import Any
+
 import pandas as pd
 import pytest
 from made_runs import per_step_times
@@ -355,32 +359,69 @@ def test_magic_widget_takes_the_configured_prices(ip, imported, tmp_path):
         ip.run_line_magic("config", "GpuPerf.prices = None")
 
 
-def test_a_saved_answer_sits_next_to_the_widgets_and_follows_them(imported, monkeypatch):
-    shown, updates = [], []
+class _Published:
+    """What the shell publishes: (data, display id, whether an update), as a kernel sends
+    ``display_data`` and ``update_display_data``."""
 
-    class Handle:
-        def update(self, obj, **kwargs):
-            updates.append(obj)
+    def __init__(self, ip, monkeypatch) -> None:
+        self.messages: list[tuple[Any, str | None, bool]] = []
 
-    def display(obj, **kwargs):
-        shown.append((obj, kwargs))
-        return Handle() if kwargs.get("display_id") else None
+        def publish(data, metadata=None, *args, transient=None, update=False, **kwargs):
+            self.messages.append((data, (transient or {}).get("display_id"), update))
 
-    monkeypatch.setattr("IPython.display.display", display)
+        monkeypatch.setattr(ip.display_pub, "publish", publish)
+
+    def saved(self) -> list[tuple[str, str | None, bool]]:
+        return [(d["text/html"], i, u) for d, i, u in self.messages
+                if "gpuperf-whatif-saved" in d.get("text/html", "")]
+
+
+def test_a_saved_answer_sits_next_to_the_widgets_and_follows_them(ip, imported, monkeypatch):
+    published = _Published(ip, monkeypatch)
     panel = what_if(imported, iterations=1000)
     panel._ipython_display_()
-    assert shown[0][0] is panel.widget
-    saved, options = shown[1]
-    assert options["display_id"] and options["raw"]
-    page = saved["text/html"]
-    assert "gpuperf-whatif-saved" in page and "<td>1,000</td>" in page
+    widget = published.messages[0][0]
+    assert widget["application/vnd.jupyter.widget-view+json"]["model_id"] == \
+        panel.widget.model_id
+    (page, display_id, update), = published.saved()
+    assert display_id and not update
+    assert ">1,000</td>" in page
     assert "data:image/png;base64," in page and "job cost" in page
-    assert saved["text/plain"] == panel.text
+    assert published.messages[1][0]["text/plain"] == panel.text
     # The widgets carry the style that hides the saved copy while they render.
     assert any("gpuperf-whatif-saved {display: none}" in getattr(c, "value", "")
                for c in panel.widget.children)
     panel.iterations.value = 2000
-    assert updates and "<td>2,000</td>" in updates[-1]["text/html"]
+    page, same, update = published.saved()[-1]
+    assert update and same == display_id and ">2,000</td>" in page
+
+
+def test_the_saved_copy_follows_after_a_reload_and_a_new_display(ip, imported, monkeypatch):
+    published = _Published(ip, monkeypatch)
+    panel = what_if(imported, iterations=1000)
+    panel._ipython_display_()
+    first_id = published.saved()[0][1]
+    panel.widget._view_count = 1  # the front end rendered the displayed view
+    assert panel.saved_note.value == ""
+    # A page reload: the new page renders the widgets again from the kernel (a view no
+    # display made) and has forgotten the output the display id named.
+    panel.widget._view_count = 2
+    assert "The page was reloaded" in panel.saved_note.value
+    assert "no longer follows" in panel.saved_note.value
+    panel.batch_size.value = 32
+    assert "batch 32" in published.saved()[-1][0]  # still sent, for pages that know it
+    # Shown again in a new cell, by the code the note gives: a copy under the same id,
+    # which every change rewrites.
+    again = html.unescape(re.search(r"<code>(.+?)</code>", panel.saved_note.value).group(1))
+    assert ip.run_cell(again).result is panel
+    page, display_id, update = published.saved()[-1]
+    assert display_id == first_id and not update and "batch 32" in page
+    assert panel.saved_note.value == ""
+    panel.widget._view_count = 3  # that display's own view: no reload
+    assert panel.saved_note.value == ""
+    panel.batch_size.value = 16
+    page, display_id, update = published.saved()[-1]
+    assert update and display_id == first_id and "batch 16" in page
 
 
 def test_a_failing_offers_table_leaves_the_answer_and_the_plot_standing(imported, monkeypatch):

@@ -63,8 +63,12 @@ from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics._checks import is_missing
 from gpuperf_magics.hardware.gpu_names import (
+    _LAPTOP_WORDS,
     UnknownGPUError,
+    _contains,
+    _form_fits,
     _Index,
+    _split,
     build_index,
     resolve,
 )
@@ -87,12 +91,14 @@ __all__ = [
     "add_gpus",
     "canonical_name",
     "canonical_names",
+    "choice_note",
     "clear_user_gpus",
     "find",
     "gpus",
     "lookup",
     "match",
     "peak",
+    "variants",
 ]
 
 _user_rows: pd.DataFrame | None = None
@@ -213,6 +219,50 @@ def canonical_names(names: str | Iterable[str] | None) -> list[str]:
         if canonical not in out:
             out.append(canonical)
     return out
+
+
+def variants(name: str) -> list[str]:
+    """The catalog names ``name`` fits, the one it takes first, then the others it also
+    fits (``"A100"``: the SXM4 40GB it means, then the other A100s); one name where ``name``
+    says the variant.
+
+    Raises
+    ------
+    UnknownGPUError
+        The name fits no GPU, or several different GPUs equally well.
+    """
+    index = _index()
+    chosen = _resolve(str(name))
+    key = _split(str(name))
+    if index.texts.get(key.text) == index.rows[chosen]["gpu_name"]:
+        return [str(index.rows[chosen]["gpu_name"])]  # its own name or alias: no choice made
+    laptop_asked = bool(_LAPTOP_WORDS & set(key.words))
+    members = {i for family, rows in index.families.items() if chosen in rows
+               and (family == key.family or _contains(index.family_words[family], key.words))
+               for i in rows}
+    others = sorted(
+        (i for i in members - {chosen}
+         if (key.memory_gb is None or index.memory[i] == key.memory_gb)
+         and (key.form is None or _form_fits(key.form, index.forms[i]))
+         and (laptop_asked or index.laptop[chosen] or not index.laptop[i])),
+        key=lambda i: str(index.rows[i]["gpu_name"]))
+    return [str(index.rows[i]["gpu_name"]) for i in [chosen, *others]]
+
+
+def choice_note(name: str) -> str | None:
+    """Which variant a short name was taken for, where it fits several: ``"A100 → NVIDIA
+    A100-SXM4-40GB (also: NVIDIA A100 80GB PCIe, ...; name one to choose)"``, or None where
+    the name says the variant. A silent pick read as if the name had said it.
+
+    Raises
+    ------
+    UnknownGPUError
+        The name fits no GPU, or several different GPUs equally well.
+    """
+    taken, *others = variants(name)
+    if not others:
+        return None
+    return (f"{name} → {taken} (also: {', '.join(others)}; name one to choose)")
 
 
 def find(name: str | None) -> dict[str, Any] | None:

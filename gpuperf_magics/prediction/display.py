@@ -13,7 +13,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gpuperf_magics.units import format_duration, format_seconds
 
@@ -79,6 +79,19 @@ def as_text(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
+#: Inline spacing of every table cell: inside a widget (the what-if panel) no notebook style
+#: spaces them, and neighbouring headers ran together ("kind expected error", "mark note").
+CELL_STYLE = "padding: 2px 10px 2px 0; text-align: left"
+
+
+def html_table(frame: Any) -> str:
+    """``frame`` as an HTML table (every text escaped) whose cells carry their spacing."""
+    import re
+
+    return re.sub(r"<(t[hd])(?=[\s>])", rf"<\1 style='{CELL_STYLE}'",
+                  frame.to_html(index=False, escape=True, border=0))
+
+
 def as_html(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:
     """Header, table, notes (the prediction's, then ``extra_notes``) and advice as one HTML
     block (every text escaped)."""
@@ -87,7 +100,7 @@ def as_html(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:
     foot += "".join(f"<li><b>advice:</b> {html.escape(a)}</li>" for a in prediction.advice)
     return (
         f"<div class='gpuperf-prediction'><p><b>{html.escape(header(prediction))}</b></p>"
-        + table(prediction).to_html(index=False, escape=True, border=0)
+        + html_table(table(prediction))
         + (f"<ul>{foot}</ul>" if foot else "")
         + "</div>"
     )

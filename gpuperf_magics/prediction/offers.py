@@ -114,8 +114,38 @@ class Offers:
                     if self.deadline_s is not None else "")
         return f"{self.network}: job time and cost per offer{deadline}"
 
+    def compact(self) -> tuple[pd.DataFrame, list[str]]:
+        """:meth:`table` with each text said once: a column holding one text on every row
+        (the kind, the expected error) is left out and said above the table; a kind or note
+        that repeats on several rows (the multi-GPU note) is a footnote ``[1]`` under it.
+
+        Returns
+        -------
+        table : DataFrame
+            What differs per row.
+        said : list of str
+            The lines said once (``kind: transfer (...)``, ``[1] scaled from one GPU ...``).
+        """
+        table = self.table()
+        said: list[str] = []
+        marks: dict[str, str] = {}
+        for column in ("kind", "expected error", "note"):
+            values = table[column]
+            if not values.astype(bool).any():
+                table = table.drop(columns=column)
+            elif len(table) > 1 and values.nunique() == 1:
+                said.append(f"{column}, every row: {values.iloc[0]}")
+                table = table.drop(columns=column)
+            elif column != "expected error":
+                counts = values[values != ""].value_counts()
+                for text in counts[counts > 1].index:
+                    marks.setdefault(text, f"[{len(marks) + 1}]")
+                table[column] = values.map(lambda v: marks.get(v, v))
+        return table, said + [f"{mark} {text}" for text, mark in marks.items()]
+
     def __str__(self) -> str:
-        lines = [self.header(), self.table().to_string(index=False)]
+        table, said = self.compact()
+        lines = [self.header(), table.to_string(index=False), *said]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -123,10 +153,16 @@ class Offers:
         p.text("Offers(...)" if cycle else str(self))
 
     def _repr_html_(self) -> str:
+        from gpuperf_magics.prediction.display import html_table
+
+        table, said = self.compact()
         foot = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        cells = html_table(table)
         return (
             f"<div class='gpuperf-offers'><p><b>{html.escape(self.header())}</b></p>"
-            + self.table().to_html(index=False, escape=True, border=0)
+            + "".join(f"<p>{html.escape(line)}</p>" for line in said if not line.startswith("["))
+            + cells
+            + "".join(f"<p>{html.escape(line)}</p>" for line in said if line.startswith("["))
             + (f"<ul>{foot}</ul>" if foot else "")
             + "</div>"
         )
@@ -298,8 +334,9 @@ def _offer_rows(first: pd.Series, chosen: pd.DataFrame, by_count: dict[int, pd.D
             raise PredictionError(f"no prediction for {offer['gpu']}")
         note = ""
         if offer["gpus"] > 1 and not multi_measured:
-            note = (f"scaled to {offer['gpus']} GPUs with no multi-GPU measurement: the "
-                    "scaling is the model's assumption")
+            # The GPUs column says how many: one text for every multi-GPU row, said once.
+            note = ("scaled from one GPU with no multi-GPU measurement: the scaling is the "
+                    "model's assumption")
         rows.append({
             "offer": offer_label(offer["provider"], offer["instance"], offer["region"],
                                  offer["pricing"]),

@@ -101,17 +101,21 @@ def _note(notes: list[str], text: str) -> None:
         notes.append(text)
 
 
-def resolve_gpus(gpus: Sequence[str] | None) -> list[str]:
+def resolve_gpus(gpus: Sequence[str] | None, notes: list[str] | None = None) -> list[str]:
     """The catalog's names of ``gpus`` in order (``["t4"]`` → ``["Tesla T4"]``); an unknown
-    name is a :class:`~.store_model.PredictionError` whose message lists close matches."""
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
+    name is a :class:`~.store_model.PredictionError` whose message lists close matches. A
+    short name that fits several variants (``"A100"``) adds to ``notes`` which one it took."""
+    from gpuperf_magics.hardware.catalog import UnknownGPUError, choice_note, lookup
 
     out = []
     for name in gpus or []:
         try:
             out.append(lookup(name)["gpu_name"])
+            note = choice_note(name)
         except UnknownGPUError as exc:
             raise PredictionError(str(exc)) from exc
+        if note is not None and notes is not None:
+            _note(notes, note)
     return out
 
 
@@ -160,7 +164,7 @@ def predict_time(store: Any = None, job: Job | str | None = None, **fields: Any)
     latest = runs.iloc[-1]
     measured_gpu = latest["gpu"] if isinstance(latest["gpu"], str) and latest["gpu"] else None
     devices: list[str | None] = [measured_gpu]
-    devices += [g for g in resolve_gpus(job.gpus) if g != measured_gpu]
+    devices += [g for g in resolve_gpus(job.gpus, notes) if g != measured_gpu]
     features = [c for c in fitted.features if c not in BASE_FEATURES]
     _check_settings(job.settings, features)
     if devices == [None] and job.gpu_count is not None:

@@ -8,6 +8,8 @@ offers. What a control holds and when it is enabled is here.
 
 from __future__ import annotations
 
+import html
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +39,15 @@ CPU_LABEL = "this CPU (measured)"
 SNAPSHOT_CLASS = "gpuperf-whatif-saved"
 #: Offers selected when the panel opens (the chooser holds every priced instance).
 DEFAULT_OFFERS = 10
+#: Room for the longest control label ("deadline (h, 0: none)", "samples / epoch") at
+#: about 7.5 px a character; a shorter width cut the label off ("deadline (h, 0:…").
+LABEL_WIDTH = "170px"
+#: Pixels a character of a label or an offer takes, about, in JupyterLab's UI font.
+CHAR_PX = 7.5
+
+
+def _px(width: str) -> float:
+    return float(width.removesuffix("px"))
 
 
 def _number_text(value: float) -> str:
@@ -109,8 +120,8 @@ class PanelControls:
         self._here = CPU_LABEL
         self._measured: str | None = None
         self._error: str | None = None
-        style = {"description_width": "110px"}
-        layout = w.Layout(width="420px")
+        style = {"description_width": LABEL_WIDTH}
+        layout = w.Layout(width="480px")
         self._style, self._layout = style, layout
         self.network = w.Dropdown(options=networks, value=first,
                                   description="network", style=style, layout=layout)
@@ -142,15 +153,22 @@ class PanelControls:
         self._feature_box = w.VBox()
         self.result = w.HTML()
         choices = offer_choices(price_table)
+        # Wide enough for the longest offer's name; each name is its own tooltip as well.
+        longest = max((len(label) for label, _ in choices), default=0)
         self.instances = w.SelectMultiple(
             options=choices, value=preselected(price_table, choices, load_prices()),
             description="offers", rows=min(8, max(1, len(choices))), style=style,
-            layout=w.Layout(width="520px"))
+            tooltip="the priced offers to compare (ctrl/shift-click for several)",
+            layout=w.Layout(width=f"{int(_px(LABEL_WIDTH) + CHAR_PX * longest) + 40}px"))
         # min=0, below the starting bound: 0 is how the user clears the deadline.
         self.deadline = w.BoundedFloatText(value=deadline_h or 0, min=0,
                                            max=_BOUNDS["deadline_h"][1],
                                            step=0.5, description="deadline (h, 0: none)",
                                            style=style, layout=layout)
+        for control in (self.network, self.batch_size, self.length, self.epochs,
+                        self.samples, self.iterations, self.gpu, self.gpu_count,
+                        self.deadline):
+            control.tooltip = control.description  # the whole label, were it ever cut
         self.plot = w.Output()
         self.offers_view = w.HTML()
         self.figure: Any = None
@@ -177,9 +195,17 @@ class PanelControls:
         # shown by a plain output next to them (see _ipython_display_), which this style,
         # present only while the widgets render, hides.
         hide = w.HTML(f"<style>.{SNAPSHOT_CLASS} {{display: none}}</style>")
-        self._snapshot: Any = None
+        # The saved copy's one display id (every display of the panel shares it), and the
+        # views the front end reports: one that no display made is a reloaded page.
+        self._display_id = f"gpuperf-whatif-{uuid.uuid4().hex}"
+        self._displays = self._unseen_displays = 0
+        self._shown_in: int | None = None
+        self._number: int | None = None  # among the panels shown (widgets.panel)
+        self.saved_note = w.HTML()
         self.widget = w.VBox([w.HBox([controls, self.plot]), self.result, self.offers_view,
-                              hide])
+                              self.saved_note, hide])
+        self.widget._view_count = 0  # counted by the front end from now on
+        self.widget.observe(self._view_counted, names="_view_count")
 
     def _samples_edited(self, change: Any) -> None:
         if not self._quiet:
@@ -198,3 +224,35 @@ class PanelControls:
         if self.length.value == "epochs":
             return {"epochs": self.epochs.value, "samples": self.samples.value}
         return {"iterations": self.iterations.value}
+
+    def _view_counted(self, change: Any) -> None:
+        """A view of the widgets appeared or went. One that no display of ours made is a
+        front end that rendered the widgets again from the kernel, a page reload: that page
+        has forgotten which output holds the saved copy (JupyterLab keeps that map in the
+        page only), so no update reaches it any more; say so, and how to save it again."""
+        if (change["new"] or 0) <= (change["old"] or 0):
+            return
+        if self._unseen_displays:
+            self._unseen_displays -= 1
+            return
+        where = html.escape(self._handle())
+        self.saved_note.value = (
+            "<p style='color:#b60'>The page was reloaded: the saved copy of this answer "
+            "(what the notebook shows when reopened without the widgets) no longer follows "
+            f"the controls. Run <code>{where}</code> in a new cell to save the current answer "
+            "there "
+            "(it follows from then on), or run this cell again.</p>")
+
+    def _handle(self) -> str:
+        """Code that gives this panel back in the notebook: a variable bound to it, the
+        cell's ``Out[N]``, else its entry among the panels shown (``%predict_time -w``
+        returns none)."""
+        from IPython import get_ipython
+
+        namespace = getattr(get_ipython(), "user_ns", {})
+        names = [k for k, v in namespace.items() if v is self and not k.startswith("_")]
+        if names:
+            return names[0]
+        if namespace.get("Out", {}).get(self._shown_in) is self:
+            return f"Out[{self._shown_in}]"
+        return f"from gpuperf_magics.skins.widgets import panel; panel({self._number})"

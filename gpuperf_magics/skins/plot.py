@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["JobPlot", "batch_sizes", "job_time_figure", "png_output"]
+__all__ = ["JobPlot", "batch_sizes", "job_time_figure", "plain", "png_output"]
 
 
 def batch_sizes(measured: list[int], asked: int) -> list[int]:
@@ -46,6 +46,12 @@ class JobPlot:
     deadline_s: float | None = None
 
 
+def plain(text: str) -> str:
+    """``text`` drawn as it reads: matplotlib takes a pair of ``$`` for mathtext, so a network
+    or device named ``cost $5 to $10`` would be typeset, or fail to draw the figure at all."""
+    return str(text).replace("$", r"\$")
+
+
 def job_time_figure(frame: pd.DataFrame, what: JobPlot) -> Figure:
     """The figure of a prediction's ``frame`` (rows of several batch sizes per device)."""
     import pandas as pd
@@ -60,7 +66,7 @@ def job_time_figure(frame: pd.DataFrame, what: JobPlot) -> Figure:
     for number, device in enumerate(devices):
         rows = frame[frame["gpu"].isna()] if device is None else frame[frame["gpu"] == device]
         _curve(ax, rows.sort_values("batch_size"), number,
-               what.here if number == 0 else str(device), measured if number == 0 else [],
+               plain(what.here if number == 0 else str(device)), measured if number == 0 else [],
                what.measured_per_iteration)
     ax.axvline(what.batch_size, color="grey", linewidth=0.8)
     if what.deadline_s:
@@ -69,8 +75,10 @@ def job_time_figure(frame: pd.DataFrame, what: JobPlot) -> Figure:
     ax.set_yscale("log")
     ax.set_xlabel("batch size")
     ax.set_ylabel("job time (s)")
-    ax.set_title(f"{what.network}: time of the job", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.set_title(f"{plain(what.network)}: time of the job", fontsize=10)
+    # Under the axes, never over the curves; png_output's tight box keeps it in the image.
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2,
+              frameon=False)
     figure.tight_layout()
     return figure
 
@@ -101,7 +109,8 @@ def png_output(figure: Figure, label: str) -> dict[str, Any]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     buffer = io.BytesIO()
-    FigureCanvasAgg(figure).print_png(buffer)
+    FigureCanvasAgg(figure)
+    figure.savefig(buffer, format="png", bbox_inches="tight", pad_inches=0.05)
     return {
         "output_type": "display_data", "metadata": {},
         "data": {"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),

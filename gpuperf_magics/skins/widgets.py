@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics.skins import plot
@@ -31,9 +32,11 @@ from gpuperf_magics.skins.panel_controls import (
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.prediction.job import Job
 
-__all__ = ["WhatIfPanel", "what_if"]
+__all__ = ["WhatIfPanel", "panel", "what_if"]
 
 _log = logging.getLogger(__name__)
+#: The panels shown in this kernel, by number (their widgets keep them alive).
+_SHOWN: weakref.WeakValueDictionary[int, WhatIfPanel] = weakref.WeakValueDictionary()
 
 
 class WhatIfPanel(PanelControls):
@@ -104,6 +107,9 @@ class WhatIfPanel(PanelControls):
         The priced instances to compare.
     deadline : ipywidgets.BoundedFloatText
         Hours the job may take (0: no deadline).
+    saved_note : ipywidgets.HTML
+        Empty, or, after a page reload, that the saved copy no longer follows and how to
+        save it again (the reloaded page cannot be reached from the kernel).
     """
 
     def __init__(self, store: Any = None, job: Job | str | None = None, *,
@@ -410,16 +416,46 @@ class WhatIfPanel(PanelControls):
                 f"{self.offers_view.value}</div>")
 
     def _refresh_snapshot(self) -> None:
-        if self._snapshot is not None:
-            self._snapshot.update({"text/html": self.snapshot_html(), "text/plain": self.text},
-                                  raw=True)
+        """Rewrite every saved copy this front end knows (all share one display id)."""
+        from IPython.display import update_display
+
+        if self._displays:
+            update_display({"text/html": self.snapshot_html(), "text/plain": self.text},
+                           raw=True, display_id=self._display_id)
 
     def _ipython_display_(self) -> None:
+        """The widgets, and the saved copy under the panel's one display id: a panel shown
+        again (after a page reload, or in another cell) adds a copy that follows too."""
+        from IPython import get_ipython
         from IPython.display import display
 
+        shell = get_ipython()
+        self._shown_in = getattr(shell, "execution_count", None)
+        if self._number is None:
+            self._number = len(_SHOWN) + 1
+            _SHOWN[self._number] = self
+        self._unseen_displays += 1
+        self.saved_note.value = ""
         display(self.widget)
-        self._snapshot = display({"text/html": self.snapshot_html(), "text/plain": self.text},
-                                 raw=True, display_id=True)
+        display({"text/html": self.snapshot_html(), "text/plain": self.text},
+                raw=True, display_id=self._display_id)
+        self._displays += 1
+
+
+def panel(number: int) -> WhatIfPanel:
+    """The what-if panel shown ``number``-th in this kernel (1 first), for a cell that shows
+    it again (after a page reload, the panel's note names it).
+
+    Raises
+    ------
+    KeyError
+        No panel of that number is shown any more.
+    """
+    try:
+        return _SHOWN[number]
+    except KeyError:
+        raise KeyError(f"no what-if panel {number} in this kernel; shown: "
+                       f"{sorted(_SHOWN) or 'none'}") from None
 
 
 def what_if(store: Any = None, job: Job | str | None = None, *, prices: Any = None,
