@@ -181,21 +181,23 @@ def _peak(key: str) -> float:
 
 
 def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ...] = (),
-          exclude_families: tuple[str, ...] = ()) -> ev.EvidenceBase:
+          exclude_families: tuple[str, ...] = (), moves: int = em.CALIBRATION_MOVES
+          ) -> ev.EvidenceBase:
     """The evidence base of ``sources`` less some GPUs (any spelling) and network families,
-    with its kernel width chosen and its buckets calibrated on what remains."""
+    with its kernel width chosen and its buckets calibrated on what remains (on ``moves``
+    moves at most)."""
     gpus = tuple(sorted({(_gpu(g) or (g,))[0] for g in exclude_gpus}))
     frame = collect(tuple(sources))
     base = ev.EvidenceBase(frame, {s: SOURCES[s] for s in sources}).without(
         gpus, exclude_families)
     # Spread of the spec-sheet move: half its 16th-84th percentile range, about one σ.
-    spec = em.calibrate(base, em.Settings(), spec_prior, spec_only=True)
+    spec = em.calibrate(base, em.Settings(), spec_prior, spec_only=True, moves=moves)
     sd = {m: _sigma(spec.get(f"{m}:spec")) for m in ("gpu", "precision")}
     best: tuple[float, em.Settings, dict] | None = None
     for width in WIDTHS:
         settings = em.Settings(width_t=width, prior_sd=sd["gpu"],
                                prior_sd_precision=sd["precision"])
-        cal = em.calibrate(base, settings, spec_prior, chains=width == 1.0)
+        cal = em.calibrate(base, settings, spec_prior, chains=width == 1.0, moves=moves)
         direct = [c for b, c in cal.items() if b.endswith(("direct", "weak"))]
         score = (sum(c["mape"] * c["n"] for c in direct) / max(1, sum(c["n"] for c in direct))
                  if direct else float("inf"))
@@ -203,7 +205,7 @@ def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ..
             best = (score, settings, cal)
     assert best is not None
     if best[1].width_t != 1.0:  # calibrated at the chosen width
-        best = (best[0], best[1], em.calibrate(base, best[1], spec_prior))
+        best = (best[0], best[1], em.calibrate(base, best[1], spec_prior, moves=moves))
     base.settings = {k: getattr(best[1], k) for k in em.Settings.__dataclass_fields__}
     base.calibration = best[2]
     return base

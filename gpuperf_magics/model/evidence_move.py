@@ -193,9 +193,10 @@ def estimate(bases: Sequence[EvidenceBase], q: Query, prior: float, s: Settings,
         gpu = ev.via.rpartition("|")[0]
         return Estimate(float(mean), sd, f"{move}:chain",
                         f"via {gpu} ({ev.workloads} workloads on each hop)", ev.workloads)
-    bucket = f"{move}:" + ("direct" if ev.strength >= s.strong else "weak")
-    return Estimate(float(mean), sd, bucket, f"{ev.workloads} workloads measured on both",
-                    ev.workloads)
+    strong = ev.strength >= s.strong
+    bucket = f"{move}:" + ("direct" if strong else "weak")
+    words = f"{ev.workloads} workloads measured on both" + ("" if strong else ", few alike")
+    return Estimate(float(mean), sd, bucket, words, ev.workloads)
 
 
 # ---------------------------------------------------------------------------- calibration
@@ -205,7 +206,7 @@ CALIBRATION_MOVES = 800
 
 def calibrate(base: EvidenceBase, s: Settings,
               prior: Callable[[str, str], float], seed: int = 0, spec_only: bool = False,
-              chains: bool = True) -> dict[str, dict]:
+              chains: bool = True, moves: int = CALIBRATION_MOVES) -> dict[str, dict]:
     """Validated residuals per bucket on the base: each network family held out in turn.
 
     Every workload of the held-out family, on every pair of its devices (a random subset of
@@ -216,9 +217,10 @@ def calibrate(base: EvidenceBase, s: Settings,
     ``spec_only``: the spec-sheet residuals alone; ``chains=False``: no chain bucket.
     """
     rng = np.random.default_rng(seed)
+    limit = moves
     moves = _moves(base)
-    if len(moves) > CALIBRATION_MOVES:
-        moves = moves[np.sort(rng.choice(len(moves), CALIBRATION_MOVES, replace=False))]
+    if len(moves) > limit:
+        moves = moves[np.sort(rng.choice(len(moves), limit, replace=False))]
     res: dict[str, list[float]] = {f"{m}:{b}": [] for m in ("gpu", "precision")
                                    for b in BUCKETS}
     for i, j in moves:
