@@ -110,6 +110,10 @@ class DefaultModel(GlobalModel):
     moves_ : dict
         Per network, per kind of move: the chosen method, its validated MAPE and the
         candidates' errors (also in :meth:`report`).
+    evidence_residuals_ : dict
+        Validated log residuals of the evidence move per evidence bucket, pooled over the
+        networks (where a bucket has enough, they set its intervals instead of the public
+        calibration).
     """
 
     method = "default"
@@ -182,6 +186,13 @@ class DefaultModel(GlobalModel):
             loc = self.local_[net]
             loc.evidence = EvidenceMove(own, public, loc.move, net)
             self._fit_local(loc, (net, prep_agg, medians, agg_rows, position))
+        # The evidence move's validated residuals per bucket, pooled over the networks: a
+        # network measured on one GPU is moved with the errors the others' moves made.
+        pooled: dict[str, list[np.ndarray]] = {}
+        for loc in self.local_.values():
+            for bucket, res in loc.buckets.items():
+                pooled.setdefault(bucket, []).append(res)
+        self.evidence_residuals_ = {b: np.sort(np.concatenate(v)) for b, v in pooled.items()}
         # The advice names the error of a move to another GPU: now that the moves are
         # validated, give theirs (see _transfer_error).
         self.advice_ = []
@@ -286,7 +297,8 @@ class DefaultModel(GlobalModel):
             if method == "evidence" and local.evidence is not None and local.evidence.last:
                 # The interval of the move's evidence bucket, with the repeat noise.
                 last = local.evidence.last
-                lo, hi, expected = local.evidence.interval(local.buckets, last.bucket, cov)
+                lo, hi, expected = local.evidence.interval(self.evidence_residuals_, last,
+                                                           cov)
                 if not repeat.prior:
                     lo, hi = -math.hypot(lo, noise[0]), math.hypot(hi, noise[1])
                 detail = f"{detail}: {last.detail}"

@@ -223,28 +223,37 @@ def calibrate(base: EvidenceBase, s: Settings,
         moves = moves[np.sort(rng.choice(len(moves), limit, replace=False))]
     res: dict[str, list[float]] = {f"{m}:{b}": [] for m in ("gpu", "precision")
                                    for b in BUCKETS}
+    zs: dict[str, list[float]] = {b: [] for b in res}
     for i, j in moves:
         actual = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
         q = Query(base.device[i], base.device[j], float(base.log_t[i]), float(base.log_b[i]),
                   base.kind[i] if isinstance(base.kind[i], str) else None, base.family[i])
         p = prior(q.src, q.dst)
         move = "precision" if is_precision_move(q.src, q.dst) else "gpu"
+        sd = s.prior_sd_precision if move == "precision" else s.prior_sd
         res[f"{move}:spec"].append(actual - p)
+        zs[f"{move}:spec"].append((actual - p) / sd)
         if spec_only:
             continue
         est = estimate([base], q, p, s)
         if not est.bucket.endswith(":spec"):
             res[est.bucket].append(actual - est.log_ratio)
+            zs[est.bucket].append((actual - est.log_ratio) / est.sd)
         via = estimate([base], q, p, s, allow_direct=False) if chains else None
         if via is not None and via.bucket.endswith(":chain"):
             res[via.bucket].append(actual - via.log_ratio)
-    return {b: summary(np.array(v)) for b, v in res.items() if len(v)}
+            zs[via.bucket].append((actual - via.log_ratio) / via.sd)
+    return {b: summary(np.array(v), np.array(zs[b])) for b, v in res.items() if len(v)}
 
 
-def summary(res: np.ndarray) -> dict:
-    """Quantiles at :data:`LEVELS`, MAPE and count of log residuals (rounded: stable text)."""
-    return {"quantiles": [round(float(x), 4) for x in np.quantile(res, LEVELS)],
-            "mape": round(float(np.mean(np.abs(np.exp(-res) - 1))), 4), "n": len(res)}
+def summary(res: np.ndarray, z: np.ndarray | None = None) -> dict:
+    """Quantiles at :data:`LEVELS`, MAPE and count of log residuals (rounded: stable text);
+    with ``z`` (the residuals over each move's own spread), their quantiles too."""
+    out = {"quantiles": [round(float(x), 4) for x in np.quantile(res, LEVELS)],
+           "mape": round(float(np.mean(np.abs(np.exp(-res) - 1))), 4), "n": len(res)}
+    if z is not None and len(z):
+        out["z_quantiles"] = [round(float(x), 4) for x in np.quantile(z, LEVELS)]
+    return out
 
 
 def _moves(base: EvidenceBase) -> np.ndarray:
@@ -260,12 +269,21 @@ def _moves(base: EvidenceBase) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, 2), int)
 
 
-def interval(calibration: dict, bucket: str, coverage: float) -> tuple[float, float, float]:
-    """(low, high, MAPE) of a bucket's calibrated residuals at ``coverage`` (log ratios)."""
+def interval(calibration: dict, bucket: str, coverage: float,
+             sd: float | None = None) -> tuple[float, float, float]:
+    """(low, high, MAPE) of a bucket's calibrated residuals at ``coverage`` (log ratios).
+
+    With the move's own spread ``sd`` and standardised quantiles in the calibration, the
+    interval is those quantiles times ``sd``: a move whose evidence disagrees gets a wider
+    interval than one of the same bucket whose evidence agrees.
+    """
     move = bucket.partition(":")[0]
     entry = calibration.get(bucket) or calibration.get(f"{move}:spec")
     if not entry:
         return -0.5, 0.5, 0.4
-    lo = float(np.interp((1 - coverage) / 2, LEVELS, entry["quantiles"]))
-    hi = float(np.interp((1 + coverage) / 2, LEVELS, entry["quantiles"]))
+    scaled = sd is not None and "z_quantiles" in entry
+    levels = entry["z_quantiles"] if scaled else entry["quantiles"]
+    factor = float(sd) if scaled else 1.0
+    lo = factor * float(np.interp((1 - coverage) / 2, LEVELS, levels))
+    hi = factor * float(np.interp((1 + coverage) / 2, LEVELS, levels))
     return min(lo, 0.0), max(hi, 0.0), float(entry["mape"])

@@ -96,23 +96,30 @@ class EvidenceMove:
                         est.workloads)
 
     def combine(self, estimates: list[Estimate]) -> float:
-        """Seconds per iteration from the sources' estimates (log times weighted by their
-        precision); the strongest bucket's estimate is kept in :attr:`last`."""
+        """Seconds per iteration from the sources' estimates: the median of their log times
+        weighted by their precision (one source GPU whose host was slow must not move the
+        answer, as a mean would let it); the strongest bucket's estimate is kept in
+        :attr:`last`."""
         w = np.array([1.0 / max(e.sd, 1e-3) ** 2 for e in estimates])
         logs = np.array([e.log_ratio for e in estimates])
         rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
         best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
         self.last = best
-        return float(np.exp(np.sum(w * logs) / w.sum()))
+        order = np.argsort(logs)
+        cum = np.cumsum(w[order]) / w.sum()
+        k = int(np.searchsorted(cum, 0.5))
+        if len(logs) % 2 == 0 and np.isclose(cum[k], 0.5) and k + 1 < len(logs):
+            return float(np.exp(0.5 * (logs[order][k] + logs[order][k + 1])))
+        return float(np.exp(logs[order][k]))
 
-    def interval(self, own: dict[str, np.ndarray], bucket: str,
+    def interval(self, own: dict[str, np.ndarray], last: Estimate,
                  coverage: float) -> tuple[float, float, float]:
-        """(low, high, MAPE) of a bucket: the user's validated residuals where there are
-        enough, else the public calibration."""
-        res = own.get(bucket)
+        """(low, high, MAPE) of the move ``last``: the user's validated residuals of its
+        bucket where there are enough, else the public calibration scaled by its spread."""
+        res = own.get(last.bucket)
         if res is not None and len(res) >= OWN_CALIBRATION:
-            return interval({bucket: summary(res)}, bucket, coverage)
-        return interval(self.public.calibration, bucket, coverage)
+            return interval({last.bucket: summary(res)}, last.bucket, coverage)
+        return interval(self.public.calibration, last.bucket, coverage, last.sd)
 
 
 def _rank(bucket: str) -> int:
