@@ -339,13 +339,16 @@ def main() -> None:
     parser.add_argument("--only", default="", help="data sets whose name starts so")
     parser.add_argument("--scenarios", default="", help="scenario functions, comma-separated")
     parser.add_argument("--save", default="", help="write the held-out rows to this CSV")
+    parser.add_argument("--last-look", action="store_true",
+                        help="add lattuada2022's scenarios (the evidence still without it)")
     parser.add_argument("--with-lattuada", action="store_true",
                         help="let every fold's evidence base include lattuada2022")
     args = parser.parse_args()
+    if args.last_look or args.with_lattuada:
+        DATA.update(LAST_LOOK)
     if args.with_lattuada:
         global SOURCES
         SOURCES = tuple(build_evidence.SOURCES)
-        DATA.update(LAST_LOOK)
     chosen = [f for f in SCENARIOS if not args.scenarios or f.__name__ in args.scenarios]
     folds = [f for fn in chosen for f in fn()
              if not args.only or f.dataset.startswith(tuple(args.only.split(",")))]

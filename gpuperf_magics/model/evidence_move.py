@@ -96,26 +96,24 @@ def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | N
     """Summary of the workloads measured on both ``q.src`` and ``q.dst`` (None: none alike)."""
     rs, ws, fams = [], [], []
     for base in bases:
-        for src, w_src in alternates(q.src):
-            for dst, w_dst in alternates(q.dst):
-                i, j = base.pairs(src, dst)
-                if q.exclude is not None and len(i):
-                    keep = base.family[i] != q.exclude
-                    i, j = i[keep], j[keep]
-                if not len(i):
-                    continue
-                r = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
-                w = (np.minimum(base.quality[i], base.quality[j]) * w_src * w_dst
-                     * np.exp(-0.5 * ((base.log_t[i] - q.log_t) / s.width_t) ** 2)
-                     * _kind_weight(base.kind[i], q.kind, s))
-                if np.isfinite(q.log_b):  # a query without a batch size: no batch kernel
-                    w = w * np.exp(-0.5 * ((base.log_b[i] - q.log_b) / s.width_b) ** 2)
-                rs.append(r)
-                ws.append(w)
-                fams.append(base.group[i])
+        pairs = _pair_arrays(base, q.src, q.dst, q.kind, s)
+        if pairs is None:
+            continue
+        r, w0, log_t, log_b, fam, family = pairs
+        if q.exclude is not None:
+            keep = family != q.exclude
+            r, w0, log_t, log_b, fam = r[keep], w0[keep], log_t[keep], log_b[keep], fam[keep]
+        w = w0 * np.exp(-0.5 * ((log_t - q.log_t) / s.width_t) ** 2)
+        if np.isfinite(q.log_b):  # a query without a batch size: no batch kernel
+            w = w * np.exp(-0.5 * ((log_b - q.log_b) / s.width_b) ** 2)
+        rs.append(r)
+        ws.append(w)
+        fams.append(fam)
     if not rs:
         return None
     r, w, fam = np.concatenate(rs), np.concatenate(ws), np.concatenate(fams)
+    if not len(r):
+        return None
     # Strength: per network family (of one source), its best weight; summed.
     order = np.argsort(fam, kind="stable")
     uniq, start = np.unique(fam[order], return_index=True)
@@ -126,6 +124,34 @@ def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | N
     spread = float(np.average((r - m) ** 2, weights=w))
     tau2 = (strength * spread + s.tau0 ** 2) / (strength + 1.0)
     return Evidence(m, tau2, tau2 / strength, strength, len(r))
+
+
+def _pair_arrays(base: EvidenceBase, src: str, dst: str, kind: str | None,
+                 s: Settings) -> tuple[np.ndarray, ...] | None:
+    """The pairs of two devices (their alternates included) as arrays, computed once per
+    base, devices and kind: log ratio, weight before the kernels, log time and log batch on
+    the source, family group, family."""
+    cache = base.__dict__.setdefault("_pair_arrays", {})
+    key = (src, dst, kind, s.other_kind, s.unknown_kind)
+    if key in cache:
+        return cache[key]
+    parts = []
+    for a, w_src in alternates(src):
+        for b, w_dst in alternates(dst):
+            i, j = base.pairs(a, b)
+            if len(i):
+                parts.append((i, j, np.full(len(i), w_src * w_dst)))
+    if not parts:
+        cache[key] = None
+        return None
+    i = np.concatenate([p[0] for p in parts])
+    j = np.concatenate([p[1] for p in parts])
+    w = np.concatenate([p[2] for p in parts])
+    out = ((base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i]),
+           w * np.minimum(base.quality[i], base.quality[j]) * _kind_weight(base.kind[i], kind, s),
+           base.log_t[i], base.log_b[i], base.group[i], base.family[i])
+    cache[key] = out
+    return out
 
 
 def _kind_weight(kinds: np.ndarray, kind: str | None, s: Settings) -> np.ndarray:
@@ -217,14 +243,13 @@ def calibrate(base: EvidenceBase, s: Settings,
     ``spec_only``: the spec-sheet residuals alone; ``chains=False``: no chain bucket.
     """
     rng = np.random.default_rng(seed)
-    limit = moves
-    moves = _moves(base)
-    if len(moves) > limit:
-        moves = moves[np.sort(rng.choice(len(moves), limit, replace=False))]
+    pairs = _moves(base)
+    if len(pairs) > moves:
+        pairs = pairs[np.sort(rng.choice(len(pairs), moves, replace=False))]
     res: dict[str, list[float]] = {f"{m}:{b}": [] for m in ("gpu", "precision")
                                    for b in BUCKETS}
     zs: dict[str, list[float]] = {b: [] for b in res}
-    for i, j in moves:
+    for i, j in pairs:
         actual = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
         q = Query(base.device[i], base.device[j], float(base.log_t[i]), float(base.log_b[i]),
                   base.kind[i] if isinstance(base.kind[i], str) else None, base.family[i])
@@ -283,7 +308,7 @@ def interval(calibration: dict, bucket: str, coverage: float,
         return -0.5, 0.5, 0.4
     scaled = sd is not None and "z_quantiles" in entry
     levels = entry["z_quantiles"] if scaled else entry["quantiles"]
-    factor = float(sd) if scaled else 1.0
+    factor = float(sd) if scaled and sd is not None else 1.0
     lo = factor * float(np.interp((1 - coverage) / 2, LEVELS, levels))
     hi = factor * float(np.interp((1 + coverage) / 2, LEVELS, levels))
     return min(lo, 0.0), max(hi, 0.0), float(entry["mape"])

@@ -72,7 +72,9 @@ class EvidenceMove:
 
     def bases(self) -> list[EvidenceBase]:
         if self.withhold:
-            return [self.own.without(families=(family_of(self.network)[0],)), self.public]
+            if "_withheld" not in self.__dict__:  # once per network, not per move
+                self._withheld = self.own.without(families=(family_of(self.network)[0],))
+            return [self._withheld, self.public]
         return [self.own, self.public]
 
     def move(self, index: SeriesIndex, rep: int, t_src: float, v: np.ndarray, h: np.ndarray,
