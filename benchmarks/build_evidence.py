@@ -143,7 +143,7 @@ def lattuada_rows() -> pd.DataFrame:
     table = table[table["gpu_count"] == 1]
     net = table["file"].str.replace("extrapolation_P_", "", regex=False)
     setting = (table["batch_size"].astype(int).astype(str) + "|"
-               + table.get("cpu_threads", pd.Series(0, index=table.index)).astype(str))
+               + table["dataloader_workers"].astype(str))
     frame = pd.DataFrame({"network": net, "setting": setting, "gpu": table["gpu"],
                           "precision": None, "batch_size": table["batch_size"],
                           "t": table["time_s"] / table["iterations"]})
