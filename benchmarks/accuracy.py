@@ -17,6 +17,10 @@ reports the MAPE (%, lower is better) of the held-out rows, averaged over the sp
   naive move keeps the time per sample).
 - ``--final``: gavel2020 (K80/P100/V100 over batch sizes), each batch size and each GPU held out
   in turn. It is the look at data the design was not developed on: report it apart.
+- Then the GPU and precision moves of ``benchmarks/gpu_scenarios.py`` (unseen GPU, new network
+  on one GPU, across data sets, precision), each beside both naive methods, with a bootstrap
+  interval on the ratio and the coverage and width of the intervals per evidence bucket
+  (``--gpu-scenarios``).
 
 Methods: ``naive`` (:class:`gpuperf_magics.model.naive.NaiveModel`: a line per series for
 batch and depth moves, the plain peak ratio for GPU moves), ``paper``
@@ -52,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
 
+import gpu_scenarios  # noqa: E402
 import gpu_transfer_params  # noqa: E402
 
 from gpuperf_magics.datasets import fetch_lattuada2022, fetch_sia2023  # noqa: E402
@@ -316,7 +321,9 @@ def _fit_predict(method: str, split: Split) -> tuple[np.ndarray, pd.DataFrame | 
     if method == "paper":
         return TrainingTimeModel(method="paper").fit(x[~test], y[~test]).predict(x[test]), None
     moves = _moves(split.exclude_gpus) if split.exclude_gpus else None
-    model = TrainingTimeModel(gpu_moves=moves).fit(x[~test], y[~test])
+    # The evidence base of GPU moves, rebuilt without the held-out GPUs (by catalog name).
+    evidence = gpu_scenarios.evidence(gpu_scenarios.SOURCES, split.exclude_gpus, ())
+    model = TrainingTimeModel(gpu_moves=moves, evidence=evidence).fit(x[~test], y[~test])
     table = model.predict_table(x[test])
     return table["time_s"].to_numpy(), table
 
@@ -431,9 +438,13 @@ def main() -> None:
     parser.add_argument("--final", action="store_true",
                         help="also gavel2020, the data set kept for the last look")
     parser.add_argument("--only", default="", help="only data sets whose name starts so")
+    parser.add_argument("--match", default="", help="only scenarios whose name contains this")
     parser.add_argument("--methods", default="naive,paper,default")
     parser.add_argument("--write", action="store_true",
                         help="store the default model's errors per kind in the package")
+    parser.add_argument("--gpu-scenarios", default="all",
+                        help="GPU and precision scenarios (benchmarks/gpu_scenarios.py) to run "
+                             "after the table: 'all', 'none' or function names, comma-separated")
     args = parser.parse_args()
     seeds = [0] if args.quick else [0, 1, 2]
     sia = _sia()
@@ -447,15 +458,23 @@ def main() -> None:
                    + _gpu_splits("gavel2020", "gavel2020", gavel, per_network=True))
     if args.only:
         splits = [s for s in splits if s.dataset.startswith(tuple(args.only.split(",")))]
+    splits = [s for s in splits if args.match in s.scenario]
     results, held = run(splits, tuple(args.methods.split(",")))
     pivot = table_of(results)
     print_table(pivot)
     if not held.empty:
         print_coverage(held)
-    if not args.only:
+    if not args.only and not args.match:
         print_floors(sia)
     if args.write:
         _write(pivot)
+    if args.gpu_scenarios != "none":
+        print("\nGPU and precision moves (benchmarks/gpu_scenarios.py):")
+        chosen = [f for f in gpu_scenarios.SCENARIOS
+                  if args.gpu_scenarios == "all" or f.__name__ in args.gpu_scenarios]
+        folds = [f for fn in chosen for f in fn()
+                 if not args.only or f.dataset.startswith(tuple(args.only.split(",")))]
+        gpu_scenarios.report(gpu_scenarios.run(folds))
 
 
 if __name__ == "__main__":

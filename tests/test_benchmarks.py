@@ -73,3 +73,13 @@ def test_repeat_floor_is_the_spread_of_repeats():
     # the batch-16 run has no repeat and is skipped.
     expected = np.mean([0.1, 0.1, 1 - 1.0 / 1.2])
     assert accuracy.repeat_floor(frame) == pytest.approx(expected)
+
+
+def test_gpu_scenarios_read_the_evidence_bucket_from_the_detail():
+    from gpu_scenarios import bucket_of
+
+    assert bucket_of("to A from 1 measured GPU (measured evidence): spec sheet only") == "spec"
+    assert bucket_of("...: via Tesla V100-SXM2-16GB (4 workloads on each hop)") == "chain"
+    assert bucket_of("...: 3 workloads measured on both, few alike") == "weak"
+    assert bucket_of("...: 12 workloads measured on both") == "direct"
+    assert bucket_of("batch_size 64 between measured 32–128") == "other"

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from gpuperf_magics.model.estimator import GlobalModel
+from gpuperf_magics.model.evidence import EvidenceBase, empty_base, own_base
+from gpuperf_magics.model.evidence import shipped as shipped_evidence
+from gpuperf_magics.model.evidence_query import EvidenceMove, own_rows
 from gpuperf_magics.model.gpu_move import GpuMove, shipped
 from gpuperf_magics.model.inputs import (
     Prepared,
@@ -63,6 +66,9 @@ class _Local:
     move: GpuMove
     moves: dict[str, Move]
     hw_cols: list[str]
+    evidence: EvidenceMove | None = None
+    #: Validated log residuals of the evidence move per bucket (:mod:`~.evidence_move`).
+    buckets: dict[str, np.ndarray] = field(default_factory=dict)
 
     def method(self, key: str) -> str:
         chosen = self.moves.get(key)
@@ -92,6 +98,9 @@ class DefaultModel(GlobalModel):
     gpu_moves : dict, optional
         GPU moves by kind ("recorded", "unrecorded") instead of the shipped ones (the
         benchmark passes moves learnt without the GPU it holds out).
+    evidence : EvidenceBase, optional
+        Public evidence of GPU moves instead of the shipped base (:mod:`~.evidence`; the
+        benchmark passes one built without the GPU or network it holds out).
 
     Attributes
     ----------
@@ -101,6 +110,10 @@ class DefaultModel(GlobalModel):
     moves_ : dict
         Per network, per kind of move: the chosen method, its validated MAPE and the
         candidates' errors (also in :meth:`report`).
+    evidence_residuals_ : dict
+        Validated log residuals of the evidence move per evidence bucket, pooled over the
+        networks (where a bucket has enough, they set its intervals instead of the public
+        calibration).
     """
 
     method = "default"
@@ -114,6 +127,7 @@ class DefaultModel(GlobalModel):
         public_data: bool = True,
         random_state: int = 0,
         gpu_moves: dict[str, GpuMove] | None = None,
+        evidence: EvidenceBase | None = None,
     ) -> None:
         self.k_max = k_max
         self.coverage = coverage
@@ -121,6 +135,7 @@ class DefaultModel(GlobalModel):
         self.public_data = public_data
         self.random_state = random_state
         self.gpu_moves = gpu_moves
+        self.evidence = evidence
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, y: Any) -> DefaultModel:
@@ -155,12 +170,29 @@ class DefaultModel(GlobalModel):
         for net in self.networks_:
             mine = np.flatnonzero(nets == net)
             kind = "recorded" if all(p is not None for p in recorded[mine]) else "unrecorded"
+            index, hw_cols = network_index(prep, mine, target[mine], busy[mine])
+            self.local_[net] = _Local(index, moves[kind], {}, hw_cols)
+        # The user's own evidence of GPU moves: every network's configurations measured on
+        # several devices (first in line), then the public base.
+        own = own_base(pd.concat([own_rows(loc.index, net) for net, loc in self.local_.items()],
+                                 ignore_index=True))
+        public = self.evidence if self.evidence is not None else (
+            shipped_evidence() if self.public_data else empty_base())
+        for net in self.networks_:
+            mine = np.flatnonzero(nets == net)
             # The network's configuration medians, for refits of the cross-series model.
-            own = np.flatnonzero(np.isin(first, mine))
-            position = np.searchsorted(mine, first[own])
-            self.local_[net] = self._fit_local(prep, mine, target[mine], busy[mine],
-                                               moves[kind], (net, prep_agg, medians, own,
-                                                             position))
+            agg_rows = np.flatnonzero(np.isin(first, mine))
+            position = np.searchsorted(mine, first[agg_rows])
+            loc = self.local_[net]
+            loc.evidence = EvidenceMove(own, public, loc.move, net)
+            self._fit_local(loc, (net, prep_agg, medians, agg_rows, position))
+        # The evidence move's validated residuals per bucket, pooled over the networks: a
+        # network measured on one GPU is moved with the errors the others' moves made.
+        pooled: dict[str, list[np.ndarray]] = {}
+        for loc in self.local_.values():
+            for bucket, res in loc.buckets.items():
+                pooled.setdefault(bucket, []).append(res)
+        self.evidence_residuals_ = {b: np.sort(np.concatenate(v)) for b, v in pooled.items()}
         # The advice names the error of a move to another GPU: now that the moves are
         # validated, give theirs (see _transfer_error).
         self.advice_ = []
@@ -185,21 +217,18 @@ class DefaultModel(GlobalModel):
 
     def _transfer_error(self, net: str) -> float:
         local = getattr(self, "local_", {}).get(net)
-        if local is None:  # during the cross-series fit, before the moves are validated
+        if local is None or "transfer" not in local.moves:  # before the moves are validated
             return super()._transfer_error(net)
         return local.moves["transfer"].mape
 
-    def _fit_local(self, prep: Prepared, rows: np.ndarray, y: np.ndarray, busy: np.ndarray,
-                   move: GpuMove, medians: tuple[Any, ...]) -> _Local:
-        index, hw_cols = network_index(prep, rows, y, busy)
-        local = _Local(index, move, {}, hw_cols)
-        tasks = validate(self, local, medians)
+    def _fit_local(self, local: _Local, medians: tuple[Any, ...]) -> None:
+        tasks, buckets = validate(self, local, medians)
+        local.buckets = {b: np.sort(np.array(v)) for b, v in buckets.items()}
         for key, entries in tasks.items():
-            local.moves[key] = choose(key, entries, move)
+            local.moves[key] = choose(key, entries, local.move)
         for key in DEFAULT_METHOD:
             if key not in local.moves:
-                local.moves[key] = choose(key, [], move)
-        return local
+                local.moves[key] = choose(key, [], local.move)
 
     # ------------------------------------------------------------------ prediction
     def predict_table(self, X: Any, coverage: float | None = None) -> pd.DataFrame:
@@ -246,7 +275,8 @@ class DefaultModel(GlobalModel):
                 continue
             its = float(prep.iterations[row])
             preds = candidates(index, r, values[i], hw[i], float(naive[i]), local.move, subs,
-                               its)
+                               its, local.evidence,
+                               None if prep.device is None else prep.device[row])
             key = r.key
             chosen = local.moves.get(key) or local.moves[family(key)]
             lo, hi = _interval(chosen.logres, cov)
@@ -266,22 +296,32 @@ class DefaultModel(GlobalModel):
                 out.iat[row, col["expected_mape"]] = chosen.mape * wider
                 continue
             method = chosen.method if chosen.method in preds else next(iter(preds))
+            expected = chosen.mape * wider
+            detail = self._detail(local, r, key, method, values[i], prep.hardware_label[row])
+            if method == "evidence" and local.evidence is not None and local.evidence.last:
+                # The interval of the move's evidence bucket, with the repeat noise.
+                last = local.evidence.last
+                lo, hi, expected = local.evidence.interval(self.evidence_residuals_, last,
+                                                           cov)
+                if not repeat.prior:
+                    lo, hi = -math.hypot(lo, noise[0]), math.hypot(hi, noise[1])
+                detail = f"{detail}: {last.detail}"
             total = preds[method] * its
             out.iat[row, col["time_s"]] = total
             out.iat[row, col["time_low_s"]] = total * math.exp(lo)
             out.iat[row, col["time_high_s"]] = total * math.exp(hi)
             out.iat[row, col["per_iteration_s"]] = total / its
             out.iat[row, col["kind"]] = _kind(r, key)
-            out.iat[row, col["detail"]] = self._detail(local, r, key, method, values[i],
-                                                       prep.hardware_label[row])
-            out.iat[row, col["expected_mape"]] = chosen.mape * wider
+            out.iat[row, col["detail"]] = detail
+            out.iat[row, col["expected_mape"]] = expected
 
     @staticmethod
     def _detail(local: _Local, r: Any, key: str, method: str, v: np.ndarray,
                 label: str) -> str:
         index = local.index
         names = {"lin": "piecewise linear", "log": "piecewise log-log", "line": "straight line",
-                 "learnt": "learnt GPU move", "ratio": "spec-sheet peak ratio"}
+                 "learnt": "learnt GPU move", "ratio": "spec-sheet peak ratio",
+                 "evidence": "measured evidence"}
         if r.kind == "repeat":
             text = "measured configuration (median of its runs)"
             members = r.members

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from gpuperf_magics.columns import COLUMNS
+from gpuperf_magics.model.evidence import device_key
 
 #: Relative disagreement between a given hardware figure and the catalog's beyond which the
 #: catalog's per-device figure is used (with ``prefer_catalog``). Small on purpose: ratios
@@ -72,6 +73,9 @@ class Prepared:
         The GPU architecture of each row ("Pascal"), from ``gpu_architecture`` or the catalog;
         None where unknown. Not a feature: it says which measured GPUs' efficiency an unmeasured
         GPU of the same architecture shares.
+    device : ndarray of object or None
+        ``"<catalog name>|<precision class>"`` of each row (None: no catalog name): what the
+        evidence of GPU moves is keyed by.
     """
 
     features: pd.DataFrame
@@ -80,6 +84,9 @@ class Prepared:
     hardware_label: np.ndarray
     architecture: np.ndarray | None = None
     naive_peak: np.ndarray | None = None
+    #: The device of each row for the evidence of GPU moves (:func:`~.evidence.device_key`:
+    #: the catalog's name and the precision class); None where the GPU has no catalog name.
+    device: np.ndarray | None = None
 
 
 def _as_frame(x: object) -> pd.DataFrame:
@@ -140,8 +147,9 @@ def _is_feature_column(frame: pd.DataFrame, col: str, ignore: Sequence[str]) -> 
 
 def _resolve_hardware(
     frame: pd.DataFrame, prefer_catalog: bool = False
-) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
-    """Hardware columns per row, from the table or the catalog; label, architecture, naive peak.
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Hardware columns per row, from the table or the catalog; label, architecture, naive
+    peak, device key (catalog name and precision class, with ``prefer_catalog`` only).
 
     Works on numpy arrays, one catalog look-up per distinct GPU name (the what-if panel calls
     this several times per change).
@@ -161,6 +169,7 @@ def _resolve_hardware(
     missing = np.isnan(hw[HARDWARE[0]]) | np.isnan(hw[HARDWARE[1]])
     need = named if prefer_catalog else named & missing  # prefer: the architecture too
     naive = np.full(n, np.nan)
+    device = np.full(n, None, dtype=object)
     precision = precision_of(frame) if prefer_catalog and need.any() else None
     for name in pd.unique(names[need]):
         rows = need & (names == name)
@@ -180,13 +189,17 @@ def _resolve_hardware(
                 with np.errstate(invalid="ignore", divide="ignore"):
                     replace |= np.abs(hw[col] / float(value) - 1) > CATALOG_TOLERANCE
             hw[col][rows & replace] = float(value)
+        if precision is not None and specs.get("gpu_name"):
+            for i in np.flatnonzero(rows):
+                device[i] = device_key(str(specs["gpu_name"]), precision[i],
+                                       specs.get("gpu_architecture"))
         if precision is not None and specs.get("gpu_fp32_tflops"):
             naive[rows] = hw["gpu_fp32_tflops"][rows]
             _precision_peaks(precision, hw, rows, specs, labels, naive)
     for i in np.flatnonzero(~named & ~np.isnan(hw["gpu_fp32_tflops"])):
         labels[i] = f"{hw['gpu_fp32_tflops'][i]:g} TFLOPS GPU"
     naive = np.where(np.isnan(naive), hw["gpu_fp32_tflops"], naive)
-    return pd.DataFrame(hw, index=frame.index), labels, arch, naive
+    return pd.DataFrame(hw, index=frame.index), labels, arch, naive, device
 
 
 #: The catalog's peak for each precision of :func:`precision_of`.
@@ -336,7 +349,7 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
     iterations = (
         _numeric(frame, "iterations") if "iterations" in frame.columns else np.ones(len(frame))
     )
-    hw, labels, arch, naive = _resolve_hardware(frame, prefer_catalog)
+    hw, labels, arch, naive, device = _resolve_hardware(frame, prefer_catalog)
     columns: dict[str, np.ndarray] = {}
     for col in frame.columns:
         if _is_feature_column(frame, str(col), ignore) and col not in HARDWARE:
@@ -374,7 +387,7 @@ def prepare(x: object, ignore: Sequence[str] = (), prefer_catalog: bool = False)
             raise ValueError(f"column {col!r} must be positive; found {values.min():g}")
         if col == "gpu_count" and np.any(values < 0):
             raise ValueError(f"column 'gpu_count' must be >= 0; found {values.min():g}")
-    return Prepared(features, iterations, network, labels, arch, naive)
+    return Prepared(features, iterations, network, labels, arch, naive, device)
 
 
 def check_method(method: str, regressor: str) -> None:

@@ -33,11 +33,15 @@ validation grow linearly in the configurations per query.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
 from gpuperf_magics.model.series import SeriesIndex
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.model.evidence_query import EvidenceMove
 
 #: Points of the series a move beyond the measured range is drawn through.
 NEAREST = 2
@@ -307,14 +311,18 @@ def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str,
 
 
 def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive_peak: float,
-               move: GpuMove, sub_method: dict[str, str], its: float = 1.0) -> dict[str, float]:
+               move: GpuMove, sub_method: dict[str, str], its: float = 1.0,
+               evidence: EvidenceMove | None = None, dst: object = None) -> dict[str, float]:
     """Each candidate method's prediction for a routed query: seconds per iteration of a job of
     ``its`` iterations, its set-up time included (a whole run's set-up spread over them).
 
     Axis moves: ``lin`` and ``log`` (local) and ``line`` (naive). GPU moves: ``learnt`` (the
     sources' estimates carried by the learnt move) and ``ratio`` (the naive method: the same
     configuration measured on other GPUs, scaled by the ratio of the plain peaks; only sources
-    that measured it). ``sub_method`` says which local method a source's own move uses.
+    that measured it) and ``evidence`` (where an :class:`~.evidence_query.EvidenceMove` is
+    given: other workloads measured on both devices, shrunk towards the learnt move; ``dst``
+    is the query's device key). ``sub_method`` says which local method a source's own move
+    uses.
     """
     if r.kind in ("repeat", "axis"):
         if r.kind == "repeat" or r.position == "single":
@@ -324,7 +332,7 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
         return _chain_candidates(index, r, v, sub_method, its)
     if r.kind != "gpu":
         return {}
-    learnt, ratio = [], []
+    learnt, ratio, moved = [], [], []
     bw = h[1] if len(h) > 1 else None
     for rep, sub in r.sources:
         method = sub_method.get(sub.key, sub_method.get(family(sub.key), "lin"))
@@ -335,12 +343,18 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
             None if bw is None else np.array([src[1]]), np.array([h[0]]),
             None if bw is None else np.array([bw]),
             np.array([index.naive_peak[rep]]), np.array([naive_peak]))[0]))
+        if evidence is not None:
+            est = evidence.move(index, rep, t_src, v, h, dst)
+            if est is not None:
+                moved.append(est)
         if sub.kind == "repeat" or sub.position == "single":
             ratio.append(float(peak_ratio(np.array([t_src]), np.array([index.naive_peak[rep]]),
                                           np.array([naive_peak]))[0]))
     out = {"learnt": float(np.median(learnt))}
     if ratio:
         out["ratio"] = float(np.median(ratio))
+    if moved and evidence is not None:
+        out["evidence"] = evidence.combine(moved)
     return out
 
 

@@ -48,6 +48,9 @@ class SeriesIndex:
     #: moves them. ``axes``: the other columns, the ones a move goes along.
     derived: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     axes: list[int] = field(default_factory=list)
+    #: Device key of each configuration (:func:`~.evidence.device_key`; None: not a catalog
+    #: GPU): what the evidence of GPU moves is looked up by.
+    device: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
 
     def __post_init__(self) -> None:
         self.derived = _derived(self.values, self.cols, self.batch_axis)
@@ -106,7 +109,8 @@ def _derived(values: np.ndarray, cols: list[str], batch_axis: int | None) -> np.
 
 def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak: np.ndarray,
                 iterations: np.ndarray, seconds: np.ndarray,
-                busy: np.ndarray | None = None) -> SeriesIndex:
+                busy: np.ndarray | None = None,
+                device: np.ndarray | None = None) -> SeriesIndex:
     """Group rows into configurations: per-iteration time and set-up time of each.
 
     A configuration run for iteration counts at least :data:`SETUP_SPREAD` apart tells its
@@ -146,8 +150,10 @@ def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak:
     batch_axis = next((cols.index(c) for c in BATCH_AXES if c in cols), None)
     its_median = np.array([float(np.median(iterations[order[bounds[c]:bounds[c + 1]]]))
                            for c in range(n)])
+    devices = (np.full(n, None, dtype=object) if device is None
+               else np.asarray(device, dtype=object)[first])
     return SeriesIndex(cols, batch_axis, values[first], hw[first], naive_peak[first], t, count,
-                       spread, flagged, setup, per_it, ids, its_median)
+                       spread, flagged, setup, per_it, ids, its_median, device=devices)
 
 
 def network_index(prep: Prepared, rows: np.ndarray, seconds: np.ndarray,
@@ -164,7 +170,8 @@ def network_index(prep: Prepared, rows: np.ndarray, seconds: np.ndarray,
     if hw_cols:
         naive = np.where(np.isfinite(naive), naive, feats[hw_cols[0]].to_numpy())
     index = build_index(feats[cols].to_numpy(float), cols, feats[hw_cols].to_numpy(float),
-                        naive, prep.iterations[rows], seconds, busy)
+                        naive, prep.iterations[rows], seconds, busy,
+                        None if prep.device is None else prep.device[rows])
     return index, hw_cols
 
 

@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from gpuperf_magics.model.default import DefaultModel
 from gpuperf_magics.model.estimator import PaperModel
+from gpuperf_magics.model.evidence import EvidenceBase
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import DEFAULT_COVERAGE, check_method
 
@@ -47,6 +48,9 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     gpu_moves : dict, optional
         GPU moves to use instead of the shipped ones (``"default"`` only; see
         :mod:`gpuperf_magics.model.gpu_move`).
+    evidence : EvidenceBase, optional
+        Public evidence of GPU moves to use instead of the shipped base (``"default"`` only;
+        see :mod:`gpuperf_magics.model.evidence`).
 
     Attributes
     ----------
@@ -77,6 +81,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         public_data: bool = True,
         random_state: int = 0,
         gpu_moves: dict[str, GpuMove] | None = None,
+        evidence: EvidenceBase | None = None,
     ) -> None:
         self.method = method
         self.k_max = k_max
@@ -86,6 +91,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.public_data = public_data
         self.random_state = random_state
         self.gpu_moves = gpu_moves
+        self.evidence = evidence
 
     def fit(self, X: Any, y: Any) -> TrainingTimeModel:
         """Fit the chosen estimator.
@@ -110,7 +116,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         else:
             est = DefaultModel(k_max=self.k_max, coverage=self.coverage, ignore=self.ignore,
                                public_data=self.public_data, random_state=self.random_state,
-                               gpu_moves=self.gpu_moves)
+                               gpu_moves=self.gpu_moves, evidence=self.evidence)
         self.estimator_ = est.fit(X, y)
         self.n_features_in_ = est.n_features_in_
         self.feature_names_in_ = est.feature_names_in_

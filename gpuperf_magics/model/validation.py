@@ -9,6 +9,7 @@ could be validated, the public figures (``MEASURED_MAPE``, the shipped GPU move)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from gpuperf_magics.model.series import SeriesIndex
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.model.default import DefaultModel, _Local
+    from gpuperf_magics.model.evidence_query import EvidenceMove
 
 #: Validated moves of one kind below which the public figures stand in for the user's own.
 MIN_TASKS = 6
@@ -47,8 +49,8 @@ GPU_FOLDS = 3
 #: The method each kind of move uses before validation says otherwise.
 DEFAULT_METHOD = {"repeat": "lin", "batch:inside": "lin", "batch:beyond": "lin",
                   "batch:single": "lin",
-                  "feature:inside": "line", "feature:beyond": "line", "gpu": "learnt",
-                  "transfer": "learnt",
+                  "feature:inside": "line", "feature:beyond": "line", "gpu": "evidence",
+                  "transfer": "evidence",
                   "chain:batch:inside": "lin", "chain:batch:beyond": "lin",
                   "chain:batch:single": "lin", "chain:feature:inside": "line",
                   "chain:feature:beyond": "line", "chain:feature:single": "lin"}
@@ -83,17 +85,23 @@ class Move:
 
 
 def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
-              ) -> dict[str, list[dict[str, float]]]:
+             ) -> tuple[dict[str, list[dict[str, float]]], dict[str, list[float]]]:
     """Log residuals of every candidate, per kind of move, on the user's own data.
 
     Local and naive candidates: each configuration left out in turn (and each GPU, for
     GPU moves). The cross-series model (``global``) is refitted without the held-out GPU
     (GPU moves) or without a third of the configurations (other moves; only up to
-    :data:`MAX_REFIT` configurations, as each refit costs a fit).
+    :data:`MAX_REFIT` configurations, as each refit costs a fit). The evidence move is
+    validated without the network's own rows (a held-out GPU's rows would be its own
+    evidence); its residuals are also returned per evidence bucket.
     """
     index = local.index
     rng = np.random.default_rng(model.random_state)
-    scorer = _Scorer(index, local.move)
+    withheld = None
+    if local.evidence is not None:
+        withheld = dataclasses.replace(local.evidence, withhold=True)
+        withheld.settings = local.evidence.settings
+    scorer = _Scorer(index, local.move, evidence=withheld)
     picked = np.arange(index.n)
     if index.n > MAX_VALIDATED:
         picked = np.sort(rng.choice(index.n, MAX_VALIDATED, replace=False))
@@ -112,7 +120,7 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
     if index.hw.shape[1]:
         _gpu_moves(model, index, medians, rng, refits, scorer.global_pred, scorer.add)
     _repeat_tasks(index, scorer.tasks)
-    return scorer.tasks
+    return scorer.tasks, scorer.buckets
 
 
 @dataclass
@@ -128,6 +136,8 @@ class _Scorer:
     #: axis -1: GPU moves, refitted without the held-out GPUs.
     global_pred: dict[tuple[int, int], float] = field(default_factory=dict)
     subs: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_METHOD))
+    evidence: EvidenceMove | None = None
+    buckets: dict[str, list[float]] = field(default_factory=dict)
 
     def add(self, c: int, allowed: np.ndarray, every_axis: bool = False) -> None:
         """Score configuration ``c`` reached from the ``allowed`` configurations."""
@@ -144,13 +154,16 @@ class _Scorer:
         """Every candidate's log residual on configuration ``c`` reached by route ``r``."""
         index = self.index
         its = float(index.its[c])
+        ev = self.evidence if r.kind == "gpu" else None
         preds = candidates(index, r, index.values[c], index.hw[c], index.naive_peak[c],
-                           self.move, self.subs, its)
+                           self.move, self.subs, its, ev, index.device[c])
         key = (c, r.axis if r.kind in ("axis", "chain") else -1)
         if key in self.global_pred and r.kind in ("axis", "gpu", "chain"):
             preds["global"] = self.global_pred[key]
         actual = float(index.per_job(np.array([c]), its)[0])
         task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
+        if ev is not None and "evidence" in task and ev.last is not None:
+            self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
         task["_reach"] = reach(index, r, index.values[c])
         self.tasks.setdefault(r.key, []).append(task)
 
@@ -296,7 +309,7 @@ def subset(prep: Prepared, rows: np.ndarray) -> Prepared:
 
     return Prepared(prep.features.iloc[rows].reset_index(drop=True), prep.iterations[rows],
                     pick(prep.network), prep.hardware_label[rows], pick(prep.architecture),
-                    pick(prep.naive_peak))
+                    pick(prep.naive_peak), pick(prep.device))
 
 
 def _prior(key: str, move: GpuMove) -> tuple[np.ndarray, float]:

@@ -1,0 +1,314 @@
+"""The evidence move: a time on device S carried to device T by what other workloads did.
+
+For a query measured on S (``t_S`` seconds per iteration at batch ``b``) and asked on T, every
+workload of the evidence bases (:mod:`~.evidence`) measured on both gives a log ratio of time
+per sample ``r = log(t_T/b_T) − log(t_S/b_S)``. Each weighs by how alike it is to the query
+(its time on S and its batch, in log space, by Gaussian kernels: small iterations barely speed
+up on a faster GPU, so they borrow from small iterations; its kind of network; whether its
+precision on each device is the query's) and by its source's quality. Then:
+
+- **direct**: the weighted mean ``m`` of the pairs' ratios, their weighted spread ``τ²`` and
+  the evidence's strength ``n``: over network families, the sum of each family's best weight
+  (weights are at most 1: ten batch sizes of one network are one network's evidence, and
+  workloads unlike the query count for little);
+- **chain** (no direct pair): S → M → T through the device M with the strongest evidence on
+  both hops; the means add, the spreads add, and the strength is half the weaker hop's;
+- **shrinkage**: the spec-sheet move is the prior ``p`` with spread ``σ_p`` (what spec-sheet
+  moves miss on the public data); the estimate is the precision-weighted mean of ``m`` (its
+  variance ``τ²/n``) and ``p`` in log space: little or disagreeing evidence stays near the
+  spec sheet, much that agrees moves away from it. No evidence: the prior alone.
+
+The bucket of a move (``direct``, ``weak``, ``chain``, ``spec``) says how strong its evidence
+was; intervals and expected errors come from validated residuals of moves of the same bucket
+(:func:`calibrate` on the public base; the user's own validation where it has enough).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpuperf_magics.model.evidence import EvidenceBase, alternates
+
+#: Buckets of evidence strength, strongest first.
+BUCKETS = ("direct", "weak", "chain", "spec")
+#: Quantile levels the calibration stores (intervals interpolate between them).
+LEVELS = tuple(round(0.05 * k, 2) for k in range(1, 20))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Kernel widths and shrinkage constants of the move (stored in the evidence file)."""
+
+    width_t: float = 1.0  # kernel width in log time on S
+    width_b: float = 1.5  # kernel width in log batch
+    other_kind: float = 0.3  # weight of a workload of another kind of network
+    unknown_kind: float = 0.6  # weight where either kind is unknown
+    tau0: float = 0.15  # spread of pairs assumed before any is seen (log)
+    prior_sd: float = 0.35  # spread of the spec-sheet move (log), calibrated on the base
+    prior_sd_precision: float = 0.5  # the same for a move between precisions
+    strong: float = 1.0  # strength from which evidence is "direct" rather than "weak"
+    floor: float = 0.05  # strength below which evidence is ignored
+
+    @classmethod
+    def of(cls, stored: dict) -> Settings:
+        return cls(**{k: float(v) for k, v in stored.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class Query:
+    """One move: devices, the time per iteration and batch on S, the network's kind."""
+
+    src: str
+    dst: str
+    log_t: float
+    log_b: float
+    kind: str | None = None
+    exclude: str | None = None  # a network family whose rows must not be used
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Pairs of one hop (or a chain) summarised."""
+
+    m: float  # weighted mean log ratio
+    tau2: float  # spread of the pairs (shrunk towards tau0²)
+    var: float  # variance of m
+    strength: float
+    workloads: int
+    via: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The move's log ratio, its predictive spread, bucket and what it rests on."""
+
+    log_ratio: float
+    sd: float
+    bucket: str
+    detail: str
+    workloads: int = 0
+
+
+def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | None:
+    """Summary of the workloads measured on both ``q.src`` and ``q.dst`` (None: none alike)."""
+    rs, ws, fams = [], [], []
+    for base in bases:
+        pairs = _pair_arrays(base, q.src, q.dst, q.kind, s)
+        if pairs is None:
+            continue
+        r, w0, log_t, log_b, fam, family = pairs
+        if q.exclude is not None:
+            keep = family != q.exclude
+            r, w0, log_t, log_b, fam = r[keep], w0[keep], log_t[keep], log_b[keep], fam[keep]
+        w = w0 * np.exp(-0.5 * ((log_t - q.log_t) / s.width_t) ** 2)
+        if np.isfinite(q.log_b):  # a query without a batch size: no batch kernel
+            w = w * np.exp(-0.5 * ((log_b - q.log_b) / s.width_b) ** 2)
+        rs.append(r)
+        ws.append(w)
+        fams.append(fam)
+    if not rs:
+        return None
+    r, w, fam = np.concatenate(rs), np.concatenate(ws), np.concatenate(fams)
+    if not len(r):
+        return None
+    # Strength: per network family (of one source), its best weight; summed.
+    order = np.argsort(fam, kind="stable")
+    uniq, start = np.unique(fam[order], return_index=True)
+    strength = float(np.maximum.reduceat(w[order], start).sum()) if len(uniq) else 0.0
+    if strength < s.floor or w.sum() <= 0:
+        return None
+    m = float(np.average(r, weights=w))
+    spread = float(np.average((r - m) ** 2, weights=w))
+    tau2 = (strength * spread + s.tau0 ** 2) / (strength + 1.0)
+    return Evidence(m, tau2, tau2 / strength, strength, len(r))
+
+
+def _pair_arrays(base: EvidenceBase, src: str, dst: str, kind: str | None,
+                 s: Settings) -> tuple[np.ndarray, ...] | None:
+    """The pairs of two devices (their alternates included) as arrays, computed once per
+    base, devices and kind: log ratio, weight before the kernels, log time and log batch on
+    the source, family group, family."""
+    cache = base.__dict__.setdefault("_pair_arrays", {})
+    key = (src, dst, kind, s.other_kind, s.unknown_kind)
+    if key in cache:
+        return cache[key]
+    parts = []
+    for a, w_src in alternates(src):
+        for b, w_dst in alternates(dst):
+            i, j = base.pairs(a, b)
+            if len(i):
+                parts.append((i, j, np.full(len(i), w_src * w_dst)))
+    if not parts:
+        cache[key] = None
+        return None
+    i = np.concatenate([p[0] for p in parts])
+    j = np.concatenate([p[1] for p in parts])
+    w = np.concatenate([p[2] for p in parts])
+    out = ((base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i]),
+           w * np.minimum(base.quality[i], base.quality[j]) * _kind_weight(base.kind[i], kind, s),
+           base.log_t[i], base.log_b[i], base.group[i], base.family[i])
+    cache[key] = out
+    return out
+
+
+def _kind_weight(kinds: np.ndarray, kind: str | None, s: Settings) -> np.ndarray:
+    if kind is None:
+        return np.full(len(kinds), s.unknown_kind)
+    known = np.array([isinstance(k, str) for k in kinds])
+    same = np.array([k == kind for k in kinds])
+    return np.where(same, 1.0, np.where(known, s.other_kind, s.unknown_kind))
+
+
+#: Intermediate devices a chain tries at most (those sharing the most workloads with both).
+CHAIN_MIDS = 4
+
+
+def chain(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | None:
+    """S → M → T through the intermediate device with the strongest evidence."""
+    near_src: dict[str, int] = {}
+    near_dst: dict[str, int] = {}
+    for base in bases:
+        for src, _ in alternates(q.src):
+            for d, c in base.neighbours(src).items():
+                near_src[d] = near_src.get(d, 0) + c
+        for dst, _ in alternates(q.dst):
+            for d, c in base.neighbours(dst).items():
+                near_dst[d] = near_dst.get(d, 0) + c
+    mids = sorted((set(near_src) & set(near_dst)) - {q.src, q.dst},
+                  key=lambda d: (-min(near_src[d], near_dst[d]), d))[:CHAIN_MIDS]
+    best: Evidence | None = None
+    for mid in mids:
+        one = direct(bases, Query(q.src, mid, q.log_t, q.log_b, q.kind, q.exclude), s)
+        if one is None:
+            continue
+        two = direct(bases, Query(mid, q.dst, q.log_t + one.m, q.log_b, q.kind, q.exclude), s)
+        if two is None:
+            continue
+        strength = 0.5 * min(one.strength, two.strength)
+        if best is None or strength > best.strength:
+            best = Evidence(one.m + two.m, one.tau2 + two.tau2, one.var + two.var, strength,
+                            min(one.workloads, two.workloads), via=mid)
+    return best
+
+
+def is_precision_move(src: str, dst: str) -> bool:
+    """Whether a move changes the precision: half precision on one side only."""
+    return (src.rpartition("|")[2] == "fp16") != (dst.rpartition("|")[2] == "fp16")
+
+
+def estimate(bases: Sequence[EvidenceBase], q: Query, prior: float, s: Settings,
+             allow_direct: bool = True) -> Estimate:
+    """The shrunk log ratio of a move (see the module docstring). Buckets are named by the
+    kind of move and the evidence strength: ``gpu:direct``, ``precision:spec`` ..."""
+    ev = direct(bases, q, s) if allow_direct else None
+    kind = "direct"
+    if ev is None:
+        ev, kind = chain(bases, q, s), "chain"
+    move = "precision" if is_precision_move(q.src, q.dst) else "gpu"
+    prior_sd = s.prior_sd_precision if move == "precision" else s.prior_sd
+    if ev is None:
+        return Estimate(prior, prior_sd, f"{move}:spec", "spec sheet only")
+    prior_var = prior_sd ** 2
+    post_var = 1.0 / (1.0 / ev.var + 1.0 / prior_var)
+    mean = post_var * (ev.m / ev.var + prior / prior_var)
+    sd = float(np.sqrt(post_var + ev.tau2))
+    if kind == "chain":
+        gpu = ev.via.rpartition("|")[0]
+        return Estimate(float(mean), sd, f"{move}:chain",
+                        f"via {gpu} ({ev.workloads} workloads on each hop)", ev.workloads)
+    strong = ev.strength >= s.strong
+    bucket = f"{move}:" + ("direct" if strong else "weak")
+    words = f"{ev.workloads} workloads measured on both" + ("" if strong else ", few alike")
+    return Estimate(float(mean), sd, bucket, words, ev.workloads)
+
+
+# ---------------------------------------------------------------------------- calibration
+#: Moves validated per bucket at most by :func:`calibrate` (a random subset beyond).
+CALIBRATION_MOVES = 800
+
+
+def calibrate(base: EvidenceBase, s: Settings,
+              prior: Callable[[str, str], float], seed: int = 0, spec_only: bool = False,
+              chains: bool = True, moves: int = CALIBRATION_MOVES) -> dict[str, dict]:
+    """Validated residuals per bucket on the base: each network family held out in turn.
+
+    Every workload of the held-out family, on every pair of its devices (a random subset of
+    at most :data:`CALIBRATION_MOVES`), is moved by the evidence of the other families:
+    directly, through a chain (direct pairs refused), and by the spec sheet alone. The
+    residuals ``log(actual/predicted)`` of each bucket give its quantiles (:data:`LEVELS`),
+    MAPE and count; ``prior(src, dst)`` is the spec-sheet log ratio of two devices.
+    ``spec_only``: the spec-sheet residuals alone; ``chains=False``: no chain bucket.
+    """
+    rng = np.random.default_rng(seed)
+    pairs = _moves(base)
+    if len(pairs) > moves:
+        pairs = pairs[np.sort(rng.choice(len(pairs), moves, replace=False))]
+    res: dict[str, list[float]] = {f"{m}:{b}": [] for m in ("gpu", "precision")
+                                   for b in BUCKETS}
+    zs: dict[str, list[float]] = {b: [] for b in res}
+    for i, j in pairs:
+        actual = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
+        q = Query(base.device[i], base.device[j], float(base.log_t[i]), float(base.log_b[i]),
+                  base.kind[i] if isinstance(base.kind[i], str) else None, base.family[i])
+        p = prior(q.src, q.dst)
+        move = "precision" if is_precision_move(q.src, q.dst) else "gpu"
+        sd = s.prior_sd_precision if move == "precision" else s.prior_sd
+        res[f"{move}:spec"].append(actual - p)
+        zs[f"{move}:spec"].append((actual - p) / sd)
+        if spec_only:
+            continue
+        est = estimate([base], q, p, s)
+        if not est.bucket.endswith(":spec"):
+            res[est.bucket].append(actual - est.log_ratio)
+            zs[est.bucket].append((actual - est.log_ratio) / est.sd)
+        via = estimate([base], q, p, s, allow_direct=False) if chains else None
+        if via is not None and via.bucket.endswith(":chain"):
+            res[via.bucket].append(actual - via.log_ratio)
+            zs[via.bucket].append((actual - via.log_ratio) / via.sd)
+    return {b: summary(np.array(v), np.array(zs[b])) for b, v in res.items() if len(v)}
+
+
+def summary(res: np.ndarray, z: np.ndarray | None = None) -> dict:
+    """Quantiles at :data:`LEVELS`, MAPE and count of log residuals (rounded: stable text);
+    with ``z`` (the residuals over each move's own spread), their quantiles too."""
+    out = {"quantiles": [round(float(x), 4) for x in np.quantile(res, LEVELS)],
+           "mape": round(float(np.mean(np.abs(np.exp(-res) - 1))), 4), "n": len(res)}
+    if z is not None and len(z):
+        out["z_quantiles"] = [round(float(x), 4) for x in np.quantile(z, LEVELS)]
+    return out
+
+
+def _moves(base: EvidenceBase) -> np.ndarray:
+    """(row on S, row on T) of every ordered pair of devices of every workload."""
+    out = []
+    for _, rows in base.frame.groupby("workload", sort=True).indices.items():
+        rows = np.sort(rows)
+        if len(rows) < 2:
+            continue
+        a, b = np.meshgrid(rows, rows, indexing="ij")
+        off = a != b
+        out.append(np.column_stack([a[off], b[off]]))
+    return np.concatenate(out) if out else np.zeros((0, 2), int)
+
+
+def interval(calibration: dict, bucket: str, coverage: float,
+             sd: float | None = None) -> tuple[float, float, float]:
+    """(low, high, MAPE) of a bucket's calibrated residuals at ``coverage`` (log ratios).
+
+    With the move's own spread ``sd`` and standardised quantiles in the calibration, the
+    interval is those quantiles times ``sd``: a move whose evidence disagrees gets a wider
+    interval than one of the same bucket whose evidence agrees.
+    """
+    move = bucket.partition(":")[0]
+    entry = calibration.get(bucket) or calibration.get(f"{move}:spec")
+    if not entry:
+        return -0.5, 0.5, 0.4
+    scaled = sd is not None and "z_quantiles" in entry
+    levels = entry["z_quantiles"] if scaled else entry["quantiles"]
+    factor = float(sd) if scaled and sd is not None else 1.0
+    lo = factor * float(np.interp((1 - coverage) / 2, LEVELS, levels))
+    hi = factor * float(np.interp((1 + coverage) / 2, LEVELS, levels))
+    return min(lo, 0.0), max(hi, 0.0), float(entry["mape"])

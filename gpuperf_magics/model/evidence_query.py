@@ -1,0 +1,129 @@
+"""The evidence move inside the default model: its candidate for GPU moves.
+
+:class:`EvidenceMove` holds the bases a fit consults (the user's own, from the training data,
+then the public one) and turns one source configuration of a network into a moved time on
+the query's device (:func:`~.evidence_move.estimate`), with the spec-sheet move of
+:mod:`~.gpu_move` as the prior. :mod:`~.local` calls it for every source GPU of a GPU move and
+:meth:`EvidenceMove.combine` joins the sources; the bucket and the words of the strongest one
+are kept for the prediction's interval and ``detail``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from gpuperf_magics.model.evidence import EvidenceBase, family_of
+from gpuperf_magics.model.evidence_move import (
+    BUCKETS,
+    Estimate,
+    Query,
+    Settings,
+    estimate,
+    interval,
+    summary,
+)
+from gpuperf_magics.model.gpu_move import GpuMove
+from gpuperf_magics.model.series import SeriesIndex
+
+#: Own validated residuals of a bucket from which they, not the public calibration, set the
+#: bucket's interval.
+OWN_CALIBRATION = 20
+
+
+def own_rows(index: SeriesIndex, network: str) -> pd.DataFrame:
+    """One network's configurations as evidence rows: a workload is one value of every
+    feature, measured on each device it ran on."""
+    keep = np.array([isinstance(d, str) for d in index.device], dtype=bool)
+    if not keep.any():
+        return pd.DataFrame()
+    values = np.round(index.values[keep], 9)
+    labels = ["|".join(f"{x:g}" for x in row) for row in values]
+    batch = (index.values[keep, index.batch_axis] if index.batch_axis is not None
+             else np.ones(int(keep.sum())))
+    return pd.DataFrame({"workload": [f"{network}|{w}" for w in labels], "network": network,
+                         "gpu": [d.rpartition("|")[0] for d in index.device[keep]],
+                         "precision": [d.rpartition("|")[2] for d in index.device[keep]],
+                         "batch_size": batch, "t": index.t[keep]})
+
+
+@dataclass
+class EvidenceMove:
+    """The evidence candidate of one network's GPU moves (see the module docstring)."""
+
+    own: EvidenceBase
+    public: EvidenceBase
+    prior_move: GpuMove
+    network: str = "*"
+    #: During validation: the network whose own rows are withheld (its held-out GPU).
+    withhold: bool = False
+    last: Estimate | None = None
+    kind: str | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        self.kind = family_of(self.network)[1]
+        self.settings = Settings.of(self.public.settings)
+
+    def for_network(self, network: str) -> EvidenceMove:
+        return EvidenceMove(self.own, self.public, self.prior_move, network)
+
+    def bases(self) -> list[EvidenceBase]:
+        if self.withhold:
+            if "_withheld" not in self.__dict__:  # once per network, not per move
+                self._withheld = self.own.without(families=(family_of(self.network)[0],))
+            return [self._withheld, self.public]
+        return [self.own, self.public]
+
+    def move(self, index: SeriesIndex, rep: int, t_src: float, v: np.ndarray, h: np.ndarray,
+             dst: object) -> Estimate | None:
+        """Seconds per iteration on the query's device ``dst`` from ``t_src`` measured (or
+        moved along a series) on configuration ``rep``'s device."""
+        src = index.device[rep]
+        if not isinstance(src, str) or not isinstance(dst, str) or t_src <= 0:
+            return None
+        bw = h[1] if len(h) > 1 else None
+        hw = index.hw[rep]
+        prior_t = float(self.prior_move.scale(
+            np.array([t_src]), np.array([hw[0]]), None if bw is None else np.array([hw[1]]),
+            np.array([h[0]]), None if bw is None else np.array([bw]),
+            np.array([hw[0]]), np.array([h[0]]))[0])
+        batch = (float(v[index.batch_axis]) if index.batch_axis is not None else float("nan"))
+        q = Query(src, dst, math.log(t_src), math.log(batch) if batch > 0 else float("nan"),
+                  self.kind)
+        est = estimate(self.bases(), q, math.log(prior_t / t_src), self.settings)
+        return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket, est.detail,
+                        est.workloads)
+
+    def combine(self, estimates: list[Estimate]) -> float:
+        """Seconds per iteration from the sources' estimates: the median of their log times
+        weighted by their precision (one source GPU whose host was slow must not move the
+        answer, as a mean would let it); the strongest bucket's estimate is kept in
+        :attr:`last`."""
+        w = np.array([1.0 / max(e.sd, 1e-3) ** 2 for e in estimates])
+        logs = np.array([e.log_ratio for e in estimates])
+        rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
+        best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
+        self.last = best
+        order = np.argsort(logs)
+        cum = np.cumsum(w[order]) / w.sum()
+        k = int(np.searchsorted(cum, 0.5))
+        if len(logs) % 2 == 0 and np.isclose(cum[k], 0.5) and k + 1 < len(logs):
+            return float(np.exp(0.5 * (logs[order][k] + logs[order][k + 1])))
+        return float(np.exp(logs[order][k]))
+
+    def interval(self, own: dict[str, np.ndarray], last: Estimate,
+                 coverage: float) -> tuple[float, float, float]:
+        """(low, high, MAPE) of the move ``last``: the user's validated residuals of its
+        bucket where there are enough, else the public calibration scaled by its spread."""
+        res = own.get(last.bucket)
+        if res is not None and len(res) >= OWN_CALIBRATION:
+            return interval({last.bucket: summary(res)}, last.bucket, coverage)
+        return interval(self.public.calibration, last.bucket, coverage, last.sd)
+
+
+def _rank(bucket: str) -> int:
+    strength = bucket.partition(":")[2]
+    return BUCKETS.index(strength) if strength in BUCKETS else len(BUCKETS)

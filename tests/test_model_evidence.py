@@ -1,0 +1,87 @@
+"""The evidence base of GPU moves (gpuperf_magics.model.evidence): keys, aliases, the file."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from shared_data import SHARED_DATA
+
+from gpuperf_magics.model import evidence as ev
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script(monkeypatch: pytest.MonkeyPatch, home: Path):
+    monkeypatch.setenv("GPUPERF_DATA_HOME", str(home))
+    path = ROOT / "benchmarks" / "build_evidence.py"
+    spec = importlib.util.spec_from_file_location("build_evidence", path)
+    script = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "build_evidence", script)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_device_keys_tell_precisions_apart_only_where_the_gpu_has_them() -> None:
+    assert ev.device_key("Tesla T4", None, "Turing") == "Tesla T4|fp32"
+    assert ev.device_key("Tesla T4", "tf32", "Turing") == "Tesla T4|fp32"
+    assert ev.device_key("NVIDIA A100-SXM4-40GB", None, "Ampere") == "NVIDIA A100-SXM4-40GB|unk"
+    assert ev.device_key("NVIDIA A100-SXM4-40GB", "amp", "Ampere").endswith("|fp16")
+    assert [k for k, _ in ev.alternates("G|unk")] == ["G|unk", "G|tf32", "G|fp32"]
+    assert ev.alternates("G|fp16") == [("G|fp16", 1.0)]
+
+
+def test_aliases_name_one_network_family() -> None:
+    assert ev.family_of("imagenet") == ("resnet50", "cnn")  # sia2023's ImageNet is ResNet-50
+    assert ev.family_of("resnet50|v2")[0] == "resnet50"
+    assert ev.family_of("cifar10")[0] == ev.family_of("resnet18")[0]
+    assert ev.family_of("my_net") == ("my_net", None)
+
+
+def _fixture(home: Path) -> None:
+    rows = []
+    for net, scale in (("resnet18", 1.0), ("transformer", 2.0), ("lstm_lm", 0.5)):
+        for b in (16, 32, 64):
+            for gpu, speed in (("Tesla K80", 1.0), ("Tesla P100-PCIE-16GB", 2.5),
+                               ("Tesla V100-SXM2-16GB", 4.0)):
+                rows.append({"network": net, "gpu": gpu, "batch_size": b, "precision": "fp32",
+                             "gpu_count": 1, "time_s": scale * 0.001 * b / speed})
+    (home / "gavel2020").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(home / "gavel2020" / "gavel.csv", index=False)
+
+
+def test_a_rebuild_of_a_small_fixture_gives_the_same_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fixture(tmp_path)
+    script = _script(monkeypatch, tmp_path)
+    first = ev.to_json(script.build(("gavel2020",)))
+    script.collect.cache_clear()
+    second = ev.to_json(script.build(("gavel2020",)))
+    assert first == second
+    base = ev.from_json(first)
+    assert base.n == 27 and set(base.frame["gpu"]) == {
+        "Tesla K80", "Tesla P100-PCIE-16GB", "Tesla V100-SXM2-16GB"}
+    assert ev.to_json(base) == first  # read back, written again: the same text
+    assert base.sources["gavel2020"]["commit"].startswith("c4fa400")
+    assert "gpu:spec" in base.calibration and "gpu:weak" in base.calibration
+    # A held-out GPU is dropped by its catalog name, whatever the spelling asked.
+    less = script.build(("gavel2020",), exclude_gpus=("v100 16gb",))
+    assert "Tesla V100-SXM2-16GB" not in set(less.frame["gpu"])
+
+
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"public data not found at {SHARED_DATA}")
+def test_the_shipped_evidence_is_what_its_script_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
+    script = _script(monkeypatch, SHARED_DATA)
+    shipped = (ROOT / "gpuperf_magics" / "model" / ev.EVIDENCE_FILE).read_text()
+    sources = tuple(ev.from_json(shipped).sources)
+    assert ev.to_json(script.build(sources)) == shipped
+    base = ev.shipped()
+    assert base.n > 500 and np.all(base.quality > 0)
+    # sia2023's host-bound V100 rows carry little to another host.
+    v100 = base.frame[(base.frame["source"] == "sia2023")
+                      & (base.frame["gpu"] == "Tesla V100-SXM2-32GB")]
+    assert (v100["quality"] <= 0.15).all()

@@ -1,0 +1,107 @@
+"""The evidence move (gpuperf_magics.model.evidence_move): known answers on synthetic zoos."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gpuperf_magics.model.evidence import COLUMNS, EvidenceBase
+from gpuperf_magics.model.evidence_move import (
+    Query,
+    Settings,
+    calibrate,
+    estimate,
+    interval,
+)
+
+S = Settings(prior_sd=0.5)
+
+
+def _base(rows: list[dict]) -> EvidenceBase:
+    frame = pd.DataFrame(rows)
+    for c, v in (("source", "zoo"), ("kind", "cnn"), ("quality", 1.0), ("precision", "fp32")):
+        if c not in frame:
+            frame[c] = v
+    frame["network"] = frame["family"]
+    return EvidenceBase(frame[list(COLUMNS)])
+
+
+def _zoo(noise: float = 0.0, seed: int = 0) -> EvidenceBase:
+    """Twenty networks on GPUs A and B: B's speed-up grows with the work per iteration (a
+    1 ms iteration is launch-bound: 1.1× faster; a 1 s one 4× faster)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(20):
+        t = 10 ** rng.uniform(-3, 0)
+        ratio = _true_ratio(t) * math.exp(noise * rng.standard_normal())
+        for gpu, time in (("A", t), ("B", t * ratio)):
+            rows.append({"workload": f"w{k}", "family": f"net{k}", "gpu": gpu,
+                         "batch_size": 32.0, "t": time})
+    return _base(rows)
+
+
+def _true_ratio(t: float) -> float:
+    share = (math.log10(t) + 3) / 3  # 0 at 1 ms, 1 at 1 s
+    return 1 / (1.1 + share * 2.9)
+
+
+def test_similar_workloads_set_the_ratio_not_the_average() -> None:
+    base = _zoo()
+    for t in (0.002, 0.5):
+        q = Query("A|fp32", "B|fp32", math.log(t), math.log(32.0), "cnn")
+        est = estimate([base], q, prior=math.log(1 / 3), s=S)
+        assert est.bucket == "gpu:direct"
+        assert math.exp(est.log_ratio) == pytest.approx(_true_ratio(t), rel=0.12)
+    ratios = base.log_t[base.device == "B|fp32"] - base.log_t[base.device == "A|fp32"]
+    average = math.exp(float(np.mean(ratios)))
+    assert abs(average - _true_ratio(0.002)) > 0.3  # the average would miss the small job
+
+
+def test_a_move_without_a_direct_pair_chains_through_a_shared_gpu() -> None:
+    rows = []
+    for k in range(6):
+        rows += [{"workload": f"a{k}", "family": f"n{k}", "gpu": "A", "batch_size": 8.0,
+                  "t": 0.1}, {"workload": f"a{k}", "family": f"n{k}", "gpu": "M",
+                              "batch_size": 8.0, "t": 0.05}]
+        rows += [{"workload": f"b{k}", "family": f"m{k}", "gpu": "M", "batch_size": 8.0,
+                  "t": 0.05}, {"workload": f"b{k}", "family": f"m{k}", "gpu": "T",
+                               "batch_size": 8.0, "t": 0.0125}]
+    est = estimate([_base(rows)], Query("A|fp32", "T|fp32", math.log(0.1), math.log(8.0)),
+                   prior=0.0, s=S)
+    assert est.bucket == "gpu:chain" and est.detail.startswith("via M")
+    assert math.exp(est.log_ratio) == pytest.approx(0.125, rel=0.1)  # 0.5 × 0.25
+
+
+def test_no_evidence_is_the_spec_sheet_and_little_evidence_shrinks_towards_it() -> None:
+    one = _base([{"workload": "w", "family": "n", "gpu": g, "batch_size": 16.0, "t": t,
+                  "quality": 0.2} for g, t in (("A", 0.1), ("B", 0.01))])
+    q = Query("A|fp32", "B|fp32", math.log(0.1), math.log(16.0))
+    prior = math.log(0.5)
+    none = estimate([one], Query("A|fp32", "C|fp32", q.log_t, q.log_b), prior, S)
+    assert (none.bucket, none.detail, none.log_ratio) == ("gpu:spec", "spec sheet only", prior)
+    weak = estimate([one], q, prior, S)
+    assert weak.bucket == "gpu:weak" and "few alike" in weak.detail
+    assert math.log(0.1) < weak.log_ratio < prior  # between the pair and the prior
+    strong = estimate([_zoo()], Query("A|fp32", "B|fp32", math.log(0.5), math.log(32.0)),
+                      prior, S)
+    assert abs(strong.log_ratio - math.log(_true_ratio(0.5))) < abs(weak.log_ratio - prior)
+
+
+def test_calibrated_intervals_cover_what_they_say_on_data_of_known_noise() -> None:
+    cal = calibrate(_zoo(noise=0.2, seed=1), S, lambda a, b: math.log(1 / 3))
+    lo, hi, _ = interval(cal, "gpu:direct", 0.8)
+    fresh = _zoo(noise=0.2, seed=2)
+    inside = []
+    for k in range(20):
+        rows = np.flatnonzero(fresh.workload == f"w{k}")
+        a, b = rows[fresh.device[rows] == "A|fp32"][0], rows[fresh.device[rows] == "B|fp32"][0]
+        q = Query("A|fp32", "B|fp32", float(fresh.log_t[a]), math.log(32.0), "cnn")
+        est = estimate([_zoo(noise=0.2, seed=1)], q, math.log(1 / 3), S)
+        res = fresh.log_t[b] - fresh.log_t[a] - est.log_ratio
+        inside.append(lo <= res <= hi)
+    # 20 moves at a nominal 80%: the binomial ±2σ band is 62-98%.
+    assert 0.62 <= np.mean(inside) <= 0.98
+    assert 1.28 * 0.2 * 0.6 < hi - lo < 2 * 1.28 * 0.2 * 2  # about ±1.28σ, not wide open
