@@ -61,12 +61,13 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST) -> list[tuple[int, str]]:
-    """``(line, module)`` of every run-time import of the package, at any depth."""
+def _imports(tree: ast.AST, type_hints: bool = False) -> list[tuple[int, str]]:
+    """``(line, module)`` of every run-time import of the package, at any depth (and of the
+    imports under ``if TYPE_CHECKING:`` with ``type_hints``)."""
     found: list[tuple[int, str]] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_hints:
             for child in node.orelse:
                 visit(child)
             return
@@ -97,11 +98,12 @@ def _layer(module: str) -> int:
     return LAYERS[top]
 
 
-def _edges() -> list[tuple[str, int, str]]:
+def _edges(type_hints: bool = False) -> list[tuple[str, int, str]]:
     edges = []
     for path in sorted(ROOT.rglob("*.py")):
         name = _module_name(path)
-        for line, target in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, target in _imports(tree, type_hints):
             edges.append((name, line, target))
     return edges
 
@@ -166,3 +168,70 @@ def _readme_layers() -> dict[str, int]:
 def test_the_readme_draws_these_layers() -> None:
     """The README's picture and ``LAYERS`` say the same thing, folder by folder."""
     assert _readme_layers() == LAYERS
+
+
+# The one import circle allowed: a Run saves itself by handing itself to a store (``Run.save``),
+# and the store reads and writes Runs. Any other circle fails, type-hint imports included.
+ALLOWED_CIRCLE = ("gpuperf_magics.run", "gpuperf_magics.store")
+
+
+def _allowed(circle: tuple[str, ...]) -> bool:
+    """The run and store modules only, the Run among them."""
+    return ALLOWED_CIRCLE[0] in circle and all(
+        m == ALLOWED_CIRCLE[0] or m == ALLOWED_CIRCLE[1] or m.startswith(ALLOWED_CIRCLE[1] + ".")
+        for m in circle)
+
+
+def _circles() -> list[tuple[str, ...]]:
+    """The strongly connected components of the module graph with more than one module
+    (Tarjan's algorithm, iterative so that a deep graph cannot overflow the stack)."""
+    graph: dict[str, set[str]] = {}
+    for src, _, dst in _edges(type_hints=True):
+        graph.setdefault(src, set()).add(dst)
+        graph.setdefault(dst, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[tuple[str, ...]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(tuple(sorted(component)))
+    return found
+
+
+def test_no_import_circle() -> None:
+    """No two modules import each other, directly or through others (imports inside
+    functions and under ``TYPE_CHECKING`` included): a reader can take the modules in an
+    order. A type a module only needs for its hints is a Protocol of its own."""
+    circles = [c for c in _circles() if not _allowed(c)]
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)

@@ -6,14 +6,23 @@ rather than a text so that a notebook can filter them (``report[report.item == "
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuperf_magics.model.estimator import GlobalModel
     from gpuperf_magics.model.network_fit import NetworkFit
+
+
+class GlobalModel(Protocol):
+    """What a report reads of a fitted cross-series model (:class:`~.estimator.GlobalModel`):
+    a protocol rather than the class, so that the estimator and its report do not import
+    each other."""
+
+    fits_: dict[str, NetworkFit]
+    method: str
+    pooled_: Any
 
 
 def network_report(estimator: GlobalModel) -> pd.DataFrame:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -28,8 +28,31 @@ from gpuperf_magics.model.network_fit import MEASURED_MAPE
 from gpuperf_magics.model.series import SeriesIndex
 
 if TYPE_CHECKING:  # pragma: no cover
-    from gpuperf_magics.model.default import DefaultModel, _Local
     from gpuperf_magics.model.evidence_query import EvidenceMove
+
+
+class DefaultModel(Protocol):
+    """What validation reads of the model it validates (:class:`~.default.DefaultModel`):
+    a protocol rather than the class, so that the model and its validation do not import
+    each other."""
+
+    random_state: int
+    coverage: float
+    advice_: list[str]
+
+    def _fit_network(self, net: str, prep: Prepared, rows: np.ndarray, y: np.ndarray
+                     ) -> Any: ...
+
+    def _predict_network(self, fit: Any, prep: Prepared, rows: np.ndarray, cov: float,
+                         out: dict) -> None: ...
+
+
+class _Local(Protocol):
+    """What validation reads of one network's configurations (``default._Local``)."""
+
+    index: SeriesIndex
+    move: GpuMove
+    evidence: EvidenceMove | None
 
 #: Validated moves of one kind below which the public figures stand in for the user's own.
 MIN_TASKS = 6
