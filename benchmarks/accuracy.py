@@ -34,15 +34,18 @@ factors fitted with hindsight), which no model can be judged below.
 
 ``--write`` stores the default's errors per kind of prediction (fractions) in
 ``gpuperf_magics/model/measured_mape.json`` (the public figures that stand in where a user's
-own data cannot validate a kind of move).
+own data cannot validate a kind of move), and everything printed in ``docs/figures/accuracy.md``
+(the documentation includes it; its build runs no benchmark).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -432,7 +435,40 @@ def _write(pivot: pd.DataFrame) -> None:
     print(f"wrote {path.relative_to(ROOT)}: {mape}")
 
 
+class _Tee:
+    """Standard output, kept too: what ``--write`` puts in docs/figures/accuracy.md."""
+
+    def __init__(self, stream):
+        self.stream, self.parts = stream, []
+
+    def write(self, text: str) -> int:
+        self.parts.append(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def _write_figures(text: str, argv: list[str]) -> None:
+    """The tables as printed, under a line that says how and where they were measured."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                            capture_output=True).stdout.strip() or "unknown"
+    head = (f"*Measured by `python benchmarks/accuracy.py {' '.join(argv)}` on commit "
+            f"`{commit}` ({time.strftime('%Y-%m-%d')}). MAPE %, lower is better. "
+            "`benchmarks/accuracy.py --write` regenerates this file.*\n\n")
+    path = ROOT / "docs" / "figures" / "accuracy.md"
+    path.write_text(head + text.strip() + "\n")
+
+
 def main() -> None:
+    tee = _Tee(sys.stdout)
+    with contextlib.redirect_stdout(tee):
+        _main()
+    if "--write" in sys.argv[1:]:
+        _write_figures("".join(tee.parts), sys.argv[1:])
+
+
+def _main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one seed")
     parser.add_argument("--final", action="store_true",
