@@ -37,9 +37,10 @@ def user_data_dir() -> Path:
 def default_store_path(*, environ: Mapping[str, str] | None = None) -> Path | str:
     """The store used when none is given.
 
-    ``$GPUPERF_STORE`` when set and not empty (``~`` expanded; a ``postgresql://`` URL is
-    returned as text), else ``user_data_dir() / "runs.sqlite"``. Nothing is created: the
-    folder (readable by its owner only) and the file appear on the first write.
+    ``$GPUPERF_STORE`` when set and not empty (``~`` expanded; a ``postgresql://`` URL or a
+    libpq ``host=... dbname=...`` string is returned as text), else ``user_data_dir() /
+    "runs.sqlite"``. Nothing is created: the folder (readable by its owner only) and the file
+    appear on the first write.
 
     Parameters
     ----------
@@ -51,13 +52,13 @@ def default_store_path(*, environ: Mapping[str, str] | None = None) -> Path | st
     Path or str
         An absolute path, unless ``GPUPERF_STORE`` holds a relative one or a URL.
     """
-    from gpuperf_magics.store.location import is_url
+    from gpuperf_magics.store.location import is_text_location
 
     environ = os.environ if environ is None else environ
     explicit = environ.get(ENV_VAR, "").strip()
     if explicit:
-        # A URL must not go through Path, which folds "//" into "/".
-        return explicit if is_url(explicit) else Path(explicit).expanduser()
+        # A URL or a libpq key=value string must not go through Path, which folds "//".
+        return explicit if is_text_location(explicit) else Path(explicit).expanduser()
     return user_data_dir() / STORE_FILENAME
 
 
