@@ -157,3 +157,24 @@ def _train_tiny() -> None:
         opt.zero_grad()
         model(torch.randn(2, 4)).sum().backward()
         opt.step()
+
+
+@pytest.mark.parametrize("version", [1, 2, -5])
+def test_a_tampered_schema_version_is_damage_and_the_file_is_untouched(
+        tmp_path: Path, version: int) -> None:
+    path = tmp_path / "runs.sqlite"
+    Store(path).save_run(make_run())
+    sql(path, f"PRAGMA user_version = {version}")
+    conn = sqlite3.connect(path)
+    before = list(conn.iterdump())
+    conn.close()
+    for call in (lambda s: s.runs(), lambda s: s.save_run(make_run())):
+        with pytest.raises(StoreError, match="is damaged") as info:
+            call(Store(path))
+        assert "Retry" not in str(info.value) and str(path) in str(info.value)
+        assert "backup" in str(info.value) and f"version {'is' if version < 0 else 'says'}" \
+            f" {version}" in str(info.value)
+    conn = sqlite3.connect(path)
+    assert list(conn.iterdump()) == before
+    conn.close()
+    assert sql(path, "PRAGMA user_version") == [(version,)]

@@ -114,6 +114,8 @@ def _damaged(path: Path, what: str) -> StoreError:
 def _check(path: Path, app_id: int, version: int, tables: set[str],
            revision: bool | None = None) -> None:
     latest = schema.LATEST_VERSION
+    if version < 0:
+        raise _damaged(path, f"its schema version is {version}, which no store has")
     if app_id == schema.APPLICATION_ID and version == 0 and tables:
         raise _damaged(path, "its schema version was reset to 0 although it holds tables "
                        f"({', '.join(sorted(tables))})")
@@ -170,15 +172,13 @@ def ensure_schema(conn: Any, path: Path, *, read_only: bool = False) -> int:
         return version
     found = version
     if version < schema.LATEST_VERSION:
-        from gpuperf_magics.store import migrations
-
         conn.exec_driver_sql("BEGIN IMMEDIATE")
         try:
             app_id, version, tables = _inspect(conn)
             _check(path, app_id, version, tables)
             found = version  # another process may have migrated it meanwhile
             if version < schema.LATEST_VERSION:
-                migrations.upgrade(conn, version)
+                _upgrade(conn, path, version)
             conn.commit()
         except BaseException:
             conn.rollback()
@@ -190,6 +190,22 @@ def ensure_schema(conn: Any, path: Path, *, read_only: bool = False) -> int:
         conn.exec_driver_sql("PRAGMA journal_mode = WAL")
     conn.commit()
     return found
+
+
+def _upgrade(conn: Any, path: Path, version: int) -> None:
+    """Migrate from ``version``; a step that finds its columns or tables already there means
+    the version was tampered with (``PRAGMA user_version = 1`` on a newer file): damaged, and
+    the caller's rollback leaves the file as it was."""
+    from gpuperf_magics.store import migrations
+
+    try:
+        migrations.upgrade(conn, version)
+    except Exception as exc:
+        detail = str(getattr(exc, "orig", None) or exc).split("\n")[0]
+        if "duplicate column" in detail.lower() or "already exists" in detail.lower():
+            raise _damaged(path, f"its schema version says {version}, but its tables already "
+                           f"hold what a later version adds ({detail})") from None
+        raise
 
 
 _DAMAGED = ("not a database", "malformed", "disk image", "file is encrypted", "corrupt")
