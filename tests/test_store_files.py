@@ -6,11 +6,14 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from made_runs import make_gpu_run as make_run
 
 from gpuperf_magics.run import Run
 from gpuperf_magics.store import ImportValidationError, Store
+from gpuperf_magics.store.files import PYARROW_FLOOR, pyarrow_problem
 
 
 @pytest.fixture
@@ -117,3 +120,70 @@ def test_export_then_import_keeps_the_run_uid(store: Store, tmp_path: Path) -> N
     bad = pd.read_csv(path).assign(run_uid="not-a-uid")
     with pytest.raises(ImportValidationError, match="not a run uid"):
         again.import_table(bad)
+
+
+#: Files that are no table, and what the error must say about each.
+UNREADABLE = {
+    "empty.csv": (b"", "the file is empty"),
+    "image.csv": (bytes(range(256)) * 8, "binary file"),
+    "latin1.csv": ("network,time_s,batch_size\nréseau,0.1,8\n".encode("latin-1"),
+                   "not UTF-8 text"),
+    "ragged.csv": (b"network,time_s,batch_size\nm,0.1,8\nm,0.1,8,9\n", "not a well-formed CSV"),
+    "shifted.csv": (b"network,time_s,batch_size\nm,0.1,8,9,9\n", "more cells than the header"),
+    "quote.csv": (b'network,"time_s\nm,0.1\n', "not a well-formed CSV"),
+    "noise.csv.gz": (b"not gzip at all", "cannot be read as a CSV table"),
+    "noise.parquet": (b"PAR1 nothing more", "not a readable Parquet file"),
+    "empty.parquet": (b"", "not a readable Parquet file"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE))
+def test_a_file_that_is_no_table_is_named_with_what_to_do(store: Store, tmp_path: Path,
+                                                          name: str) -> None:
+    content, said = UNREADABLE[name]
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ImportValidationError, match=said) as info:
+        store.import_table(path, network="m")
+    message = str(info.value)
+    assert str(path) in message and "Nothing was written" in message
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert not store.path.exists()  # nothing was written, not even an empty store
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".parquet"])
+def test_a_header_naming_a_column_twice_is_refused(store: Store, tmp_path: Path,
+                                                   suffix: str) -> None:
+    path = tmp_path / f"twice{suffix}"
+    if suffix == ".parquet":
+        pq.write_table(pa.table([[0.1], [0.2], [8]], names=["time_s", "time_s", "batch_size"]),
+                       path)
+    else:
+        sep = "\t" if suffix == ".tsv" else ","
+        path.write_text(sep.join(["network", "time_s", "time_s", "batch_size"]) + "\n"
+                        + sep.join(["m", "0.1", "0.2", "8"]) + "\n")
+    with pytest.raises(ImportValidationError, match="names 'time_s' more than once") as info:
+        store.import_table(path)
+    assert "time_s.1" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_pyarrow_before_its_parquet_fix_is_refused(tmp_path: Path) -> None:
+    tomllib = pytest.importorskip("tomllib")
+    # The floor is the one the parquet extra asks for.
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    floor = ".".join(map(str, PYARROW_FLOOR))
+    assert f"pyarrow>={floor}" in pyproject["project"]["optional-dependencies"]["parquet"]
+    for old in ("14.0.0", "13.0.0", "8.0.1.dev12"):
+        problem = pyarrow_problem(old)
+        assert problem is not None and f"pyarrow {old}" in problem
+        assert "CVE-2023-47248" in problem and f"pip install -U 'pyarrow>={floor}'" in problem
+    for fixed in (floor, "14.0.2", "15.0.0", "26.0.1"):
+        assert pyarrow_problem(fixed) is None
+    assert pyarrow_problem(pa.__version__) is None  # the installed one reads
+    # Wired into every Parquet read: an older pyarrow is told before it opens the file.
+    path = tmp_path / "runs.parquet"
+    pd.DataFrame({"network": ["m"], "time_s": [0.1], "batch_size": [8]}).to_parquet(path)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pa, "__version__", "14.0.0")
+        with pytest.raises(ImportError, match=r"refusing to read Parquet: pyarrow 14\.0\.0"):
+            Store(tmp_path / "s.sqlite").import_table(path)
