@@ -4,6 +4,8 @@ during the store write. Real training on tiny CPU models, real SQLite stores."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from tiny_models import mlp_one_hidden_layer as mlp
@@ -27,19 +29,30 @@ def test_a_store_that_cannot_take_the_run_is_said_before_the_training(tmp_path):
               gm.profile_training(name="lin", store=store)):
             trained.append(True)
         assert trained == []  # nothing ran, nothing to lose
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("a file, not a folder")
+    for store, said in ((blocker / "sub" / "runs.sqlite", "is a file, not a folder"),
+                        (blocker / "runs.sqlite", "is a file, not a folder")):
+        trained = []
+        with (pytest.raises(gm.StoreError, match=said) as info,
+              gm.profile_training(name="lin", store=store)):
+            trained.append(True)
+        assert trained == [] and str(store) in str(info.value)
+        assert not store.exists() and blocker.read_text() == "a file, not a folder"
     with gm.profile_training(name="lin", store=tmp_path, save=False) as run:
         _loop()  # nothing to save: no store to check
     assert len(run.iterations) == 5
 
 
 def test_a_failed_save_warns_where_the_run_is_and_how_to_save_it(tmp_path):
-    # A path below a regular file: no one can create it (root ignores chmod, so not that).
-    blocker = tmp_path / "file.txt"
-    blocker.write_text("a file, not a folder")
-    store = blocker / "sub" / "runs.sqlite"
+    # The store's folder turns into a regular file while the block trains: no one can
+    # create the store then (root ignores chmod, so not that).
+    blocker = tmp_path / "sub"
+    store = blocker / "runs.sqlite"
     with (pytest.warns(gm.capture.UnsavedRunWarning) as caught,
           gm.profile_training(name="lin", store=store) as run):
         _loop()
+        blocker.write_text("a file, not a folder")
     text = str(caught[0].message)
     assert str(store) in text and "unsaved_runs()" in text and "run.save(" in text
     assert caught[0].filename == __file__  # it points at the user's with line
@@ -108,3 +121,35 @@ def test_a_signal_during_the_store_write_waits_until_the_run_is_saved(tmp_path, 
         _loop()
     assert run.run_id is not None and run not in gm.capture.unsaved_runs()
     assert len(gm.Store(tmp_path / "runs.sqlite").runs()) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files and folders")
+def test_a_read_only_store_or_folder_is_said_before_the_training(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    gm.Store(store).save_run(gm.Run(network="seed", batch_size=1))
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    store.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        for path, said in ((store, "is read-only"), (folder / "runs.sqlite", "read-only")):
+            trained = []
+            with (pytest.raises(gm.StoreError, match=said),
+                  gm.profile_training(name="lin", store=path)):
+                trained.append(True)
+            assert trained == []
+    finally:
+        store.chmod(0o644)
+        folder.chmod(0o755)
+
+
+def test_the_magic_stops_a_store_under_a_regular_file_before_the_cell_trains(tmp_path, ip):
+    from IPython.core.error import UsageError
+
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file, not a folder")
+    ip.user_ns.pop("trained", None)
+    with pytest.raises(UsageError, match="is a file, not a folder"):
+        ip.run_cell_magic("profile_training", f"--store {blocker / 'runs.sqlite'}",
+                          "trained = True\n")
+    assert "trained" not in ip.user_ns

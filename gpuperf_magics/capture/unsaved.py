@@ -32,13 +32,28 @@ class UnsavedRunWarning(UserWarning):
 
 
 def check_store(store: Any) -> None:
-    """Read ``store`` once, as ``%%profile_training`` does before its cell trains: a folder,
-    a corrupt or foreign file, a newer store or an unreachable server raises
-    :class:`~gpuperf_magics.store.StoreError` (a ``ValueError`` for a malformed location)
-    before the training, not after it. A missing file is fine: the first save creates it."""
-    from gpuperf_magics.store import Store
+    """Check ``store`` as ``%%profile_training`` does before its cell trains.
 
-    Store(store).revision()
+    A folder, a corrupt or foreign file, a newer store or an unreachable server raises
+    :class:`~gpuperf_magics.store.StoreError` (a ``ValueError`` for a malformed location)
+    before the training, not after it; so does a store file that cannot be written (a
+    read-only file or folder, a path under a regular file). A missing file is fine: the
+    first save creates it.
+    """
+    from pathlib import Path
+
+    from gpuperf_magics.store import Store, StoreError
+    from gpuperf_magics.store.errors import ANOTHER_STORE
+    from gpuperf_magics.store.paths import write_problem
+
+    opened = Store(store)
+    opened.revision()
+    if opened.kind != "sqlite":
+        return  # a server's rights show only on a write: a failed save is kept and warned
+    problem = write_problem(Path(opened.path))
+    if problem:
+        raise StoreError(f"the run could not be saved to the store {opened.path}: {problem}. "
+                         f"Make it writable, or {ANOTHER_STORE}.", path=str(opened.path))
 
 
 def unsaved_runs() -> list[Run]:

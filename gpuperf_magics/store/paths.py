@@ -73,3 +73,31 @@ def fallback_store_path(environ: Mapping[str, str] | None = None) -> Path:
     if explicit:
         return Path(explicit).expanduser()
     return user_data_dir() / FALLBACK_FILENAME
+
+
+def write_problem(path: Path) -> str | None:
+    """Why a store file at ``path`` cannot be written, or None when it can (as far as can be
+    told without writing: the first save creates a missing file and its folders).
+
+    A read-only file, a read-only folder (SQLite writes its ``-wal`` and ``-shm`` files next
+    to the store), or a path under a regular file, which no one can create.
+    """
+    if path.is_dir():
+        return None  # the store says "a folder, not a store file" itself
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            return f"the file {path} is read-only"
+        journal = [path.with_name(path.name + s) for s in ("-wal", "-shm")]
+        if not all(os.access(j, os.W_OK) for j in journal) and not os.access(
+                path.parent, os.W_OK | os.X_OK):
+            return (f"its folder {path.parent} is read-only, and SQLite writes its journal "
+                    "files next to the store")
+        return None
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{ancestor} is a file, not a folder, so nothing can be created under it"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"the folder {ancestor} is read-only, so the store cannot be created in it"
+    return None
