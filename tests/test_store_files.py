@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from made_runs import make_gpu_run as make_run
 
+import gpuperf_magics as gm
 from gpuperf_magics.run import Run
 from gpuperf_magics.store import ImportValidationError, Store
 from gpuperf_magics.store.files import PYARROW_FLOOR, pyarrow_problem
@@ -187,3 +188,33 @@ def test_pyarrow_before_its_parquet_fix_is_refused(tmp_path: Path) -> None:
         patch.setattr(pa, "__version__", "14.0.0")
         with pytest.raises(ImportError, match=r"refusing to read Parquet: pyarrow 14\.0\.0"):
             Store(tmp_path / "s.sqlite").import_table(path)
+
+
+def test_an_export_leaves_the_iterations_out_and_predictions_may_move(tmp_path: Path) -> None:
+    """What the export's docs say: the re-imported runs are learnt from their time_s (every
+    steady iteration, a stall included), not from the trimmed mean of their iterations;
+    a sync keeps the iterations and the prediction."""
+    from made_runs import make_run as make_cpu_run
+
+    from gpuperf_magics.run import IterationRecord
+
+    original = Store(tmp_path / "original.sqlite")
+    for batch in (8, 16, 32):
+        run = make_cpu_run(batch=batch)
+        # 20 steady iterations of 10 ms per 8 samples, one of them a 0.5 s stall.
+        run.iterations = [IterationRecord(i, 0.5 if i == 10 else 0.01 * batch / 8, batch,
+                                          warmup=i == 0) for i in range(21)]
+        original.save_run(run)
+    imported = Store(tmp_path / "imported.sqlite")
+    imported.import_table(original.export(tmp_path / "runs.csv"))
+    synced = Store(tmp_path / "synced.sqlite")
+    original.sync_to(synced)
+    assert imported.iterations(1).empty and len(synced.iterations(1)) == 21
+
+    def per_iteration(store: Store) -> float:
+        frame = gm.predict_time(store, batch_sizes=[16], iterations=100).frame
+        return float(frame["per_iteration_s"].iloc[0])
+
+    assert per_iteration(original) == pytest.approx(0.02)  # the stall trimmed away
+    assert per_iteration(synced) == pytest.approx(0.02)
+    assert per_iteration(imported) == pytest.approx((19 * 0.02 + 0.5) / 20)  # 2.2× here

@@ -320,8 +320,13 @@ class StoreReader:
         -------
         Path
             The file written. ``tags`` (and any other dict/list cell) is JSON text, which
-            :meth:`import_table` reads back; iterations are not exported
-            (:meth:`iterations` gives them per run). In CSV/TSV, text cells a spreadsheet
+            :meth:`import_table` reads back. Iterations are not exported (one row per
+            run; :meth:`iterations` gives them): a re-imported run is learnt from its
+            ``time_s``, every steady iteration with any stall in it, where the original is
+            learnt from the trimmed mean of its iterations (the median on a busy machine),
+            so predictions from a round trip can differ (2.2× for one 0.5 s stall among
+            twenty 20 ms iterations). To move runs whole, copy the file or use
+            :meth:`sync_to` (``gpuperf sync``). In CSV/TSV, text cells a spreadsheet
             would run as a formula (starting with ``=``, ``+``, ``-``, ``@``) are written
             with a leading ``'``, which :meth:`import_table` removes.
         """
