@@ -193,7 +193,7 @@ def _url_spans(text: str) -> list[tuple[str, str, int, int]]:
 
 
 def _kv_spans(text: str) -> list[tuple[str, str, int, int]]:
-    spans = []
+    spans: list[tuple[str, str, int, int]] = []
     pos, size = 0, len(text)
     while True:
         while pos < size and text[pos].isspace():
