@@ -32,6 +32,8 @@ validation grow linearly in the configurations per query.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -156,11 +158,16 @@ def _differences(index: SeriesIndex, ids: np.ndarray, v: np.ndarray) -> np.ndarr
 
 def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
               only: int | None = None) -> Route:
+    if len(index.cols) == 0:
+        ids = np.flatnonzero(mask)
+        return Route("repeat", members=ids[:1]) if len(ids) else Route("none")
+    look = lookup(index)
+    q = look.query(v) if look is not None else None
+    if look is not None and q is not None:
+        return _route_looked_up(index, look, q, v, mask, only)
     ids = np.flatnonzero(mask)
     if len(ids) == 0:
         return Route("none")
-    if len(index.cols) == 0:
-        return Route("repeat", members=ids[:1])
     by_axis = _differences(index, ids, v)
     if by_axis is None:
         return Route("none")
@@ -168,6 +175,29 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
     exact = ids[ndiff == 0]
     if len(exact) and only is None:
         return Route("repeat", members=exact[:1])
+    return _best_axis(index, v, only, lambda j: ids[
+        (ndiff == 1) & by_axis[:, index.axes.index(j)]])
+
+
+def _route_looked_up(index: SeriesIndex, look: Lookup, q: np.ndarray, v: np.ndarray,
+                     mask: np.ndarray, only: int | None) -> Route:
+    """:func:`_route_on` through the index's :class:`Lookup`: the same route, found from the
+    configurations that share the query's values rather than by comparing all of them."""
+    exact = look.same(q, mask)
+    if len(exact) and look.derived_differ(q, exact):
+        return Route("none")
+    if not mask.any():
+        return Route("none")
+    if len(exact) and only is None:
+        return Route("repeat", members=exact[:1])
+    return _best_axis(index, v, only, lambda j: look.along(q, j, mask))
+
+
+def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
+               members_of: Callable[[int], np.ndarray]) -> Route:
+    """The axis move with the most members (the batch axis first and final where it has
+    two), else a single other batch size, else ``none``; ``members_of(j)``: the allowed
+    configurations that differ from the query on axis ``j`` only."""
     best: Route | None = None
     order = list(index.axes)
     if index.batch_axis is not None:  # the batch axis first: it is what users move most
@@ -177,7 +207,7 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         order = [only]
     single: Route | None = None
     for j in order:
-        members = ids[(ndiff == 1) & by_axis[:, index.axes.index(j)]]
+        members = members_of(j)
         if len(members) == 1 and j == index.batch_axis and v[j] > 0:
             # One other batch size measured: time per sample carries over (proportional).
             single = Route("axis", members=members, axis=j, position="single",
@@ -193,6 +223,108 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         if j == index.batch_axis:
             break
     return best or single or Route("none")
+
+
+#: Code of a query value no configuration has, and of one that equals every value (NaN: a
+#: derived column of a chain's point, never compared).
+_UNSEEN, _ANY = -1, -2
+
+
+@dataclass
+class Lookup:
+    """The configurations of an index grouped by their values, so that a route is found from
+    the few that share the query's values (a dictionary look-up per axis) instead of a pass
+    over all of them per query: validation routes thousands of queries per network.
+
+    Values are compared as :func:`_differences` does (equal within ``1e-9·|v| + 1e-12``);
+    :func:`lookup` only builds one where each column's distinct values lie further apart
+    than that, so that a query value equals at most one of them and a code per value says
+    exactly what the comparison says.
+    """
+
+    index: SeriesIndex
+    distinct: list[list[float]]  # each column's sorted distinct values
+    codes: np.ndarray  # (n_configs, n_cols) position of each value in ``distinct``
+    by_axes: dict[tuple[int, ...], np.ndarray]  # codes on every axis → configurations
+    by_others: dict[int, dict[tuple[int, ...], np.ndarray]]  # axis → codes of the others
+
+    def query(self, v: np.ndarray) -> np.ndarray | None:
+        """The query's code per column (None: a NaN on an axis, which equals every value:
+        left to the comparison)."""
+        q = np.empty(len(self.distinct), dtype=int)
+        for j, values in enumerate(self.distinct):
+            x = float(v[j])
+            if x != x:
+                q[j] = _ANY
+                continue
+            tol = 1e-9 * abs(x) + 1e-12
+            k = bisect_left(values, x)
+            q[j] = _UNSEEN
+            for c in (k - 1, k):
+                if 0 <= c < len(values) and not abs(values[c] - x) > tol:
+                    q[j] = c
+                    break
+        if (q[self.index.axes] == _ANY).any():
+            return None
+        return q
+
+    def same(self, q: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """Allowed configurations equal to the query on every axis."""
+        hit = self.by_axes.get(tuple(int(c) for c in q[self.index.axes]))
+        return _EMPTY if hit is None else hit[mask[hit]]
+
+    def along(self, q: np.ndarray, j: int, mask: np.ndarray) -> np.ndarray:
+        """Allowed configurations that differ from the query on axis ``j`` only."""
+        key = tuple(int(q[a]) for a in self.index.axes if a != j)
+        hit = self.by_others[j].get(key)
+        if hit is None:
+            return _EMPTY
+        hit = hit[mask[hit]]
+        return hit[self.codes[hit, j] != q[j]]
+
+    def derived_differ(self, q: np.ndarray, ids: np.ndarray) -> bool:
+        """Whether one of ``ids`` (equal to the query on every axis) differs from it on a
+        derived column (see :func:`_differences`)."""
+        derived = np.flatnonzero(self.index.derived)
+        if not len(derived):
+            return False
+        dq = q[derived]
+        return bool(((self.codes[np.ix_(ids, derived)] != dq) & (dq != _ANY)).any())
+
+
+_EMPTY = np.zeros(0, dtype=np.intp)
+
+
+def lookup(index: SeriesIndex) -> Lookup | None:
+    """The index's :class:`Lookup`, built once (None: some column's distinct values lie too
+    close together for codes to say what the comparison says; routes then compare)."""
+    cache = index.__dict__
+    if "_lookup" in cache:
+        return cache["_lookup"]
+    found: Lookup | None = None
+    values = index.values
+    distinct = [np.unique(values[:, j]) for j in range(values.shape[1])]
+    # Further apart than twice the comparison's tolerance (with margin), and finite.
+    apart = all(np.isfinite(u).all() and (
+        len(u) < 2 or bool(np.all(np.diff(u) > 4e-9 * np.maximum(np.abs(u[1:]), np.abs(u[:-1]))
+                                  + 4e-12))) for u in distinct)
+    if apart and len(index.cols):
+        codes = np.column_stack([np.searchsorted(u, values[:, j])
+                                 for j, u in enumerate(distinct)])
+        axes = index.axes
+        by_axes = _groups(codes[:, axes])
+        by_others = {j: _groups(codes[:, [a for a in axes if a != j]]) for j in axes}
+        found = Lookup(index, [u.tolist() for u in distinct], codes, by_axes, by_others)
+    cache["_lookup"] = found
+    return found
+
+
+def _groups(keys: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
+    """Rows (ascending) per distinct row of ``keys``."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, row in enumerate(keys.tolist()):
+        groups.setdefault(tuple(row), []).append(i)
+    return {k: np.array(v, dtype=np.intp) for k, v in groups.items()}
 
 
 #: Measured values of an axis a chain estimates points at, at most (the nearest to the query).
