@@ -179,7 +179,7 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         (ndiff == 1) & by_axis[:, index.axes.index(j)]])
 
 
-def _route_looked_up(index: SeriesIndex, look: Lookup, q: np.ndarray, v: np.ndarray,
+def _route_looked_up(index: SeriesIndex, look: Lookup, q: list[int], v: np.ndarray,
                      mask: np.ndarray, only: int | None) -> Route:
     """:func:`_route_on` through the index's :class:`Lookup`: the same route, found from the
     configurations that share the query's values rather than by comparing all of them."""
@@ -247,51 +247,57 @@ class Lookup:
     codes: np.ndarray  # (n_configs, n_cols) position of each value in ``distinct``
     by_axes: dict[tuple[int, ...], np.ndarray]  # codes on every axis → configurations
     by_others: dict[int, dict[tuple[int, ...], np.ndarray]]  # axis → codes of the others
+    memo: dict[bytes, list[int] | None] = field(default_factory=dict)
 
-    def query(self, v: np.ndarray) -> np.ndarray | None:
+    def query(self, v: np.ndarray) -> list[int] | None:
         """The query's code per column (None: a NaN on an axis, which equals every value:
-        left to the comparison)."""
-        q = np.empty(len(self.distinct), dtype=int)
-        for j, values in enumerate(self.distinct):
-            x = float(v[j])
+        left to the comparison). Validation asks the same query many times: remembered."""
+        key = v.tobytes()
+        if key in self.memo:
+            return self.memo[key]
+        q = []
+        for x, values in zip(v.tolist(), self.distinct, strict=True):
             if x != x:
-                q[j] = _ANY
+                q.append(_ANY)
                 continue
             tol = 1e-9 * abs(x) + 1e-12
             k = bisect_left(values, x)
-            q[j] = _UNSEEN
-            for c in (k - 1, k):
-                if 0 <= c < len(values) and not abs(values[c] - x) > tol:
-                    q[j] = c
-                    break
-        if (q[self.index.axes] == _ANY).any():
-            return None
-        return q
+            code = _UNSEEN
+            if k < len(values) and not abs(values[k] - x) > tol:
+                code = k
+            elif k > 0 and not abs(values[k - 1] - x) > tol:
+                code = k - 1
+            q.append(code)
+        out = None if any(q[a] == _ANY for a in self.index.axes) else q
+        if len(self.memo) < MEMO:
+            self.memo[key] = out
+        return out
 
-    def same(self, q: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def same(self, q: list[int], mask: np.ndarray) -> np.ndarray:
         """Allowed configurations equal to the query on every axis."""
-        hit = self.by_axes.get(tuple(int(c) for c in q[self.index.axes]))
+        hit = self.by_axes.get(tuple(q[a] for a in self.index.axes))
         return _EMPTY if hit is None else hit[mask[hit]]
 
-    def along(self, q: np.ndarray, j: int, mask: np.ndarray) -> np.ndarray:
+    def along(self, q: list[int], j: int, mask: np.ndarray) -> np.ndarray:
         """Allowed configurations that differ from the query on axis ``j`` only."""
-        key = tuple(int(q[a]) for a in self.index.axes if a != j)
-        hit = self.by_others[j].get(key)
+        hit = self.by_others[j].get(tuple(q[a] for a in self.index.axes if a != j))
         if hit is None:
             return _EMPTY
         hit = hit[mask[hit]]
         return hit[self.codes[hit, j] != q[j]]
 
-    def derived_differ(self, q: np.ndarray, ids: np.ndarray) -> bool:
+    def derived_differ(self, q: list[int], ids: np.ndarray) -> bool:
         """Whether one of ``ids`` (equal to the query on every axis) differs from it on a
         derived column (see :func:`_differences`)."""
         derived = np.flatnonzero(self.index.derived)
         if not len(derived):
             return False
-        dq = q[derived]
+        dq = np.array([q[d] for d in derived])
         return bool(((self.codes[np.ix_(ids, derived)] != dq) & (dq != _ANY)).any())
 
 
+#: Queries a :class:`Lookup` remembers the codes of, at most.
+MEMO = 100_000
 _EMPTY = np.zeros(0, dtype=np.intp)
 
 
