@@ -404,13 +404,13 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> 
     above = q > x[-1]
     xs, ts = (x[-NEAREST:], t[-NEAREST:]) if above else (x[:NEAREST], t[:NEAREST])
     if space == "log" and xs.min() > 0 and q > 0:
-        slope = np.polyfit(np.log(xs), np.log(ts), 1)[0] if np.ptp(xs) else 0.0
+        slope = _polyfit1(np.log(xs), np.log(ts))[0] if np.ptp(xs) else 0.0
         if batch:
             slope = min(max(slope, 0.0), 1.0)
         end = (xs[-1], ts[-1]) if above else (xs[0], ts[0])
         pred = float(end[1] * (q / end[0]) ** slope)
     else:
-        b, a = np.polyfit(xs, ts, 1) if np.ptp(xs) else (0.0, float(ts.mean()))
+        b, a = _polyfit1(xs, ts) if np.ptp(xs) else (0.0, float(ts.mean()))
         if batch:
             b = max(b, 0.0)
         pred = float(a + b * q)
@@ -425,9 +425,35 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> 
     return float(np.clip(pred, t[0] * q / x[0], t[0]))  # the floor: never above the smallest
 
 
+def _polyfit1(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``np.polyfit(x, t, 1)`` (slope, intercept) by the same operations without its checks,
+    which cost more than the fit on a series of a few points (validation fits thousands);
+    where the points do not determine a line, np.polyfit itself (it warns)."""
+    lhs = np.vander(np.asarray(x, dtype=float) + 0.0, 2)
+    scale = np.sqrt((lhs * lhs).sum(axis=0))
+    lhs /= scale
+    c, _, rank, _ = np.linalg.lstsq(lhs, np.asarray(t, dtype=float) + 0.0,
+                                    len(x) * np.finfo(float).eps)
+    if rank != 2:
+        return np.polyfit(x, t, 1)
+    return c / scale
+
+
+def _median(values: list[float]) -> float:
+    """``float(np.median(values))`` of a short list, without numpy's overhead (NaN: numpy)."""
+    n = len(values)
+    if n == 0 or any(v != v for v in values):
+        return float(np.median(values))
+    ordered = sorted(values)
+    mid = n // 2
+    if n % 2:
+        return float(ordered[mid])
+    return float((np.float64(ordered[mid - 1]) + np.float64(ordered[mid])) / 2)
+
+
 def _line(x: np.ndarray, t: np.ndarray, q: float) -> float:
     """The naive candidate: a straight line through every point of the series."""
-    b, a = np.polyfit(x, t, 1)
+    b, a = _polyfit1(x, t)
     return float(max(a + b * q, 1e-12))
 
 
@@ -488,9 +514,9 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
         if sub.kind == "repeat" or sub.position == "single":
             ratio.append(float(peak_ratio(np.array([t_src]), np.array([index.naive_peak[rep]]),
                                           np.array([naive_peak]))[0]))
-    out = {"learnt": float(np.median(learnt))}
+    out = {"learnt": _median(learnt)}
     if ratio:
-        out["ratio"] = float(np.median(ratio))
+        out["ratio"] = _median(ratio)
     if moved and evidence is not None:
         out["evidence"] = evidence.combine(moved)
     return out
