@@ -162,3 +162,22 @@ def test_values_too_close_to_code_are_routed_by_comparison() -> None:
     assert lookup(index) is None
     r = route(index, np.array([24.0]), np.zeros(0), np.ones(index.n, dtype=bool))
     assert r.kind == "axis" and r.position == "inside"
+
+
+def test_the_line_and_median_helpers_give_numpy_s_numbers_bit_for_bit() -> None:
+    from gpuperf_magics.model.local import _median, _polyfit1
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(2, 9))
+        x = np.sort(rng.choice(np.array([4, 8, 16, 32, 64, 128, 256, 512, 768.0]), n,
+                               replace=False)) * rng.uniform(0.5, 2)
+        t = rng.uniform(1e-4, 2, n)
+        assert np.array_equal(_polyfit1(x, t), np.polyfit(x, t, 1))
+        assert np.array_equal(_polyfit1(np.log(x), np.log(t)), np.polyfit(np.log(x), np.log(t), 1))
+        v = rng.uniform(0, 1, int(rng.integers(1, 6))).tolist()
+        assert _median(v) == float(np.median(v))
+    assert np.isnan(_median([1.0, float("nan")]))
+    with pytest.warns(np.exceptions.RankWarning):  # two equal points: numpy's own answer
+        assert np.array_equal(_polyfit1(np.array([2.0, 2.0]), np.array([1.0, 3.0])),
+                              np.polyfit(np.array([2.0, 2.0]), np.array([1.0, 3.0]), 1))
