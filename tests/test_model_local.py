@@ -127,7 +127,7 @@ def _routes_equal(a, b) -> bool:
 def test_routes_found_through_the_lookup_are_those_the_comparison_finds() -> None:
     # Depth, batch and loader threads on two GPUs, parameters derived from the depth; some
     # configurations missing so that chains, single points and dead ends all occur.
-    from gpuperf_magics.model.local import lookup
+    from gpuperf_magics.model.series import lookup
 
     rng = np.random.default_rng(3)
     rows = [(d, b, w, g) for d in (1, 2, 3, 5) for b in (8, 16, 32, 64) for w in (2, 4)
@@ -156,7 +156,7 @@ def test_routes_found_through_the_lookup_are_those_the_comparison_finds() -> Non
 
 
 def test_values_too_close_to_code_are_routed_by_comparison() -> None:
-    from gpuperf_magics.model.local import lookup
+    from gpuperf_magics.model.series import lookup
 
     index = _index((16, 16 * (1 + 1e-10), 32), [1.0, 1.0, 2.0])
     assert lookup(index) is None
