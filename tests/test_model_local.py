@@ -112,3 +112,72 @@ def test_a_gpu_move_uses_the_same_configuration_on_other_gpus() -> None:
     assert table["detail"].str.contains("from 2 measured GPUs").all()
     low, high = table["time_low_s"].to_numpy(), table["time_high_s"].to_numpy()
     assert np.all(low <= table["time_s"]) and np.all(table["time_s"] <= high)
+
+
+def _routes_equal(a, b) -> bool:
+    same = (a.kind == b.kind and a.axis == b.axis and a.position == b.position
+            and np.array_equal(a.members, b.members) and len(a.sources) == len(b.sources)
+            and len(a.steps) == len(b.steps))
+    return same and all(ra == rb and _routes_equal(sa, sb) for (ra, sa), (rb, sb)
+                        in zip(a.sources, b.sources, strict=True)) and all(
+        xa == xb and _routes_equal(sa, sb)
+        for (xa, _, sa), (xb, _, sb) in zip(a.steps, b.steps, strict=True))
+
+
+def test_routes_found_through_the_lookup_are_those_the_comparison_finds() -> None:
+    # Depth, batch and loader threads on two GPUs, parameters derived from the depth; some
+    # configurations missing so that chains, single points and dead ends all occur.
+    from gpuperf_magics.model.series import lookup
+
+    rng = np.random.default_rng(3)
+    rows = [(d, b, w, g) for d in (1, 2, 3, 5) for b in (8, 16, 32, 64) for w in (2, 4)
+            for g in (0, 1) if rng.random() < 0.6]
+    values = np.array([(d, b, w, 1e6 * d) for d, b, w, _ in rows], float)
+    hw = np.array([(8.1, 320.0) if g == 0 else (19.5, 1555.0) for *_, g in rows])
+    index = build_index(values, ["depth", "batch_size", "workers", "arch_params"], hw,
+                        hw[:, 0], np.full(len(rows), 10.0), rng.uniform(1, 2, len(rows)))
+    assert index.derived.tolist() == [False, False, False, True]
+    plain = build_index(values, ["depth", "batch_size", "workers", "arch_params"], hw,
+                        hw[:, 0], np.full(len(rows), 10.0), index.t * 10)
+    plain.__dict__["_lookup"] = None  # routes by comparing every configuration
+    assert lookup(index) is not None
+    queries = [index.values[c] for c in range(index.n)]
+    queries += [np.array([4.0, 16, 2, 4e6]), np.array([2.0, 48, 4, 2e6]),
+                np.array([2.0, 16 * (1 + 1e-12), 4, 2e6]), np.array([7.0, 128, 8, 7e6]),
+                np.array([2.0, 16, 4, 2.5e6]), np.array([3.0, 16, 4, np.nan])]
+    for v in queries:
+        for h in (hw[0], hw[-1], np.array([30.0, 900.0])):
+            for drop in range(0, index.n, 7):
+                allowed = np.ones(index.n, dtype=bool)
+                allowed[drop] = False
+                fast = route(index, v, h, allowed)
+                slow = route(plain, v, h, allowed)
+                assert _routes_equal(fast, slow), (v, h, drop)
+
+
+def test_values_too_close_to_code_are_routed_by_comparison() -> None:
+    from gpuperf_magics.model.series import lookup
+
+    index = _index((16, 16 * (1 + 1e-10), 32), [1.0, 1.0, 2.0])
+    assert lookup(index) is None
+    r = route(index, np.array([24.0]), np.zeros(0), np.ones(index.n, dtype=bool))
+    assert r.kind == "axis" and r.position == "inside"
+
+
+def test_the_line_and_median_helpers_give_numpy_s_numbers_bit_for_bit() -> None:
+    from gpuperf_magics.model.local import _median, _polyfit1
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        n = int(rng.integers(2, 9))
+        x = np.sort(rng.choice(np.array([4, 8, 16, 32, 64, 128, 256, 512, 768.0]), n,
+                               replace=False)) * rng.uniform(0.5, 2)
+        t = rng.uniform(1e-4, 2, n)
+        assert np.array_equal(_polyfit1(x, t), np.polyfit(x, t, 1))
+        assert np.array_equal(_polyfit1(np.log(x), np.log(t)), np.polyfit(np.log(x), np.log(t), 1))
+        v = rng.uniform(0, 1, int(rng.integers(1, 6))).tolist()
+        assert _median(v) == float(np.median(v))
+    assert np.isnan(_median([1.0, float("nan")]))
+    with pytest.warns(np.exceptions.RankWarning):  # two equal points: numpy's own answer
+        assert np.array_equal(_polyfit1(np.array([2.0, 2.0]), np.array([1.0, 3.0])),
+                              np.polyfit(np.array([2.0, 2.0]), np.array([1.0, 3.0]), 1))

@@ -94,7 +94,39 @@ class Estimate:
 
 def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | None:
     """Summary of the workloads measured on both ``q.src`` and ``q.dst`` (None: none alike)."""
-    rs, ws, fams = [], [], []
+    stacked = _stacked(bases, q, s)
+    if stacked is None:
+        return None
+    r, w0, log_t, log_b, order, start = stacked
+    w = w0 * np.exp(-0.5 * ((log_t - q.log_t) / s.width_t) ** 2)
+    if np.isfinite(q.log_b):  # a query without a batch size: no batch kernel
+        w = w * np.exp(-0.5 * ((log_b - q.log_b) / s.width_b) ** 2)
+    # Strength: per network family (of one source), its best weight; summed.
+    strength = float(np.maximum.reduceat(w[order], start).sum()) if len(start) else 0.0
+    total = w.sum()
+    if strength < s.floor or total <= 0:
+        return None
+    # np.average's arithmetic (a weighted sum over the sum of weights) without its checks.
+    m = float((r * w).sum() / total)
+    spread = float(((r - m) ** 2 * w).sum() / total)
+    tau2 = (strength * spread + s.tau0 ** 2) / (strength + 1.0)
+    return Evidence(m, tau2, tau2 / strength, strength, len(r))
+
+
+def _stacked(bases: Sequence[EvidenceBase], q: Query, s: Settings
+             ) -> tuple[np.ndarray, ...] | None:
+    """The pairs of every base for ``q``'s devices, kind and excluded family, concatenated,
+    with the order that groups them by family and where each family starts: the same for
+    every query between two devices, so computed once (a validation asks thousands, and
+    sorting the family names per query cost more than the rest of the move)."""
+    if not bases:
+        return None
+    cache = bases[0].__dict__.setdefault("_stacked", {})
+    key = (tuple(id(b) for b in bases[1:]), q.src, q.dst, q.kind, q.exclude,
+           s.other_kind, s.unknown_kind)
+    if key in cache:
+        return cache[key][1]
+    rs, w0s, ts, bs, fams = [], [], [], [], []
     for base in bases:
         pairs = _pair_arrays(base, q.src, q.dst, q.kind, s)
         if pairs is None:
@@ -103,27 +135,20 @@ def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | N
         if q.exclude is not None:
             keep = family != q.exclude
             r, w0, log_t, log_b, fam = r[keep], w0[keep], log_t[keep], log_b[keep], fam[keep]
-        w = w0 * np.exp(-0.5 * ((log_t - q.log_t) / s.width_t) ** 2)
-        if np.isfinite(q.log_b):  # a query without a batch size: no batch kernel
-            w = w * np.exp(-0.5 * ((log_b - q.log_b) / s.width_b) ** 2)
         rs.append(r)
-        ws.append(w)
+        w0s.append(w0)
+        ts.append(log_t)
+        bs.append(log_b)
         fams.append(fam)
-    if not rs:
-        return None
-    r, w, fam = np.concatenate(rs), np.concatenate(ws), np.concatenate(fams)
-    if not len(r):
-        return None
-    # Strength: per network family (of one source), its best weight; summed.
-    order = np.argsort(fam, kind="stable")
-    uniq, start = np.unique(fam[order], return_index=True)
-    strength = float(np.maximum.reduceat(w[order], start).sum()) if len(uniq) else 0.0
-    if strength < s.floor or w.sum() <= 0:
-        return None
-    m = float(np.average(r, weights=w))
-    spread = float(np.average((r - m) ** 2, weights=w))
-    tau2 = (strength * spread + s.tau0 ** 2) / (strength + 1.0)
-    return Evidence(m, tau2, tau2 / strength, strength, len(r))
+    out: tuple[np.ndarray, ...] | None = None
+    if rs and sum(len(r) for r in rs):
+        fam = np.concatenate(fams)
+        order = np.argsort(fam, kind="stable")
+        _, start = np.unique(fam[order], return_index=True)
+        out = (np.concatenate(rs), np.concatenate(w0s), np.concatenate(ts),
+               np.concatenate(bs), order, start)
+    cache[key] = (list(bases[1:]), out)  # the other bases held: their ids stay theirs
+    return out
 
 
 def _pair_arrays(base: EvidenceBase, src: str, dst: str, kind: str | None,

@@ -32,13 +32,14 @@ validation grow linearly in the configurations per query.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
-from gpuperf_magics.model.series import SeriesIndex
+from gpuperf_magics.model.series import Lookup, SeriesIndex, lookup
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.model.evidence_query import EvidenceMove
@@ -156,11 +157,16 @@ def _differences(index: SeriesIndex, ids: np.ndarray, v: np.ndarray) -> np.ndarr
 
 def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
               only: int | None = None) -> Route:
+    if len(index.cols) == 0:
+        ids = np.flatnonzero(mask)
+        return Route("repeat", members=ids[:1]) if len(ids) else Route("none")
+    look = lookup(index)
+    q = look.query(v) if look is not None else None
+    if look is not None and q is not None:
+        return _route_looked_up(index, look, q, v, mask, only)
     ids = np.flatnonzero(mask)
     if len(ids) == 0:
         return Route("none")
-    if len(index.cols) == 0:
-        return Route("repeat", members=ids[:1])
     by_axis = _differences(index, ids, v)
     if by_axis is None:
         return Route("none")
@@ -168,6 +174,29 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
     exact = ids[ndiff == 0]
     if len(exact) and only is None:
         return Route("repeat", members=exact[:1])
+    return _best_axis(index, v, only, lambda j: ids[
+        (ndiff == 1) & by_axis[:, index.axes.index(j)]])
+
+
+def _route_looked_up(index: SeriesIndex, look: Lookup, q: list[int], v: np.ndarray,
+                     mask: np.ndarray, only: int | None) -> Route:
+    """:func:`_route_on` through the index's :class:`Lookup`: the same route, found from the
+    configurations that share the query's values rather than by comparing all of them."""
+    exact = look.same(q, mask)
+    if len(exact) and look.derived_differ(q, exact):
+        return Route("none")
+    if not mask.any():
+        return Route("none")
+    if len(exact) and only is None:
+        return Route("repeat", members=exact[:1])
+    return _best_axis(index, v, only, lambda j: look.along(q, j, mask))
+
+
+def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
+               members_of: Callable[[int], np.ndarray]) -> Route:
+    """The axis move with the most members (the batch axis first and final where it has
+    two), else a single other batch size, else ``none``; ``members_of(j)``: the allowed
+    configurations that differ from the query on axis ``j`` only."""
     best: Route | None = None
     order = list(index.axes)
     if index.batch_axis is not None:  # the batch axis first: it is what users move most
@@ -177,7 +206,7 @@ def _route_on(index: SeriesIndex, v: np.ndarray, mask: np.ndarray,
         order = [only]
     single: Route | None = None
     for j in order:
-        members = ids[(ndiff == 1) & by_axis[:, index.axes.index(j)]]
+        members = members_of(j)
         if len(members) == 1 and j == index.batch_axis and v[j] > 0:
             # One other batch size measured: time per sample carries over (proportional).
             single = Route("axis", members=members, axis=j, position="single",
@@ -266,13 +295,13 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> 
     above = q > x[-1]
     xs, ts = (x[-NEAREST:], t[-NEAREST:]) if above else (x[:NEAREST], t[:NEAREST])
     if space == "log" and xs.min() > 0 and q > 0:
-        slope = np.polyfit(np.log(xs), np.log(ts), 1)[0] if np.ptp(xs) else 0.0
+        slope = _polyfit1(np.log(xs), np.log(ts))[0] if np.ptp(xs) else 0.0
         if batch:
             slope = min(max(slope, 0.0), 1.0)
         end = (xs[-1], ts[-1]) if above else (xs[0], ts[0])
         pred = float(end[1] * (q / end[0]) ** slope)
     else:
-        b, a = np.polyfit(xs, ts, 1) if np.ptp(xs) else (0.0, float(ts.mean()))
+        b, a = _polyfit1(xs, ts) if np.ptp(xs) else (0.0, float(ts.mean()))
         if batch:
             b = max(b, 0.0)
         pred = float(a + b * q)
@@ -287,9 +316,35 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> 
     return float(np.clip(pred, t[0] * q / x[0], t[0]))  # the floor: never above the smallest
 
 
+def _polyfit1(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``np.polyfit(x, t, 1)`` (slope, intercept) by the same operations without its checks,
+    which cost more than the fit on a series of a few points (validation fits thousands);
+    where the points do not determine a line, np.polyfit itself (it warns)."""
+    lhs = np.vander(np.asarray(x, dtype=float) + 0.0, 2)
+    scale = np.sqrt((lhs * lhs).sum(axis=0))
+    lhs /= scale
+    c, _, rank, _ = np.linalg.lstsq(lhs, np.asarray(t, dtype=float) + 0.0,
+                                    len(x) * np.finfo(float).eps)
+    if rank != 2:
+        return np.polyfit(x, t, 1)
+    return c / scale
+
+
+def _median(values: list[float]) -> float:
+    """``float(np.median(values))`` of a short list, without numpy's overhead (NaN: numpy)."""
+    n = len(values)
+    if n == 0 or any(v != v for v in values):
+        return float(np.median(values))
+    ordered = sorted(values)
+    mid = n // 2
+    if n % 2:
+        return float(ordered[mid])
+    return float((np.float64(ordered[mid - 1]) + np.float64(ordered[mid])) / 2)
+
+
 def _line(x: np.ndarray, t: np.ndarray, q: float) -> float:
     """The naive candidate: a straight line through every point of the series."""
-    b, a = np.polyfit(x, t, 1)
+    b, a = _polyfit1(x, t)
     return float(max(a + b * q, 1e-12))
 
 
@@ -350,9 +405,9 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
         if sub.kind == "repeat" or sub.position == "single":
             ratio.append(float(peak_ratio(np.array([t_src]), np.array([index.naive_peak[rep]]),
                                           np.array([naive_peak]))[0]))
-    out = {"learnt": float(np.median(learnt))}
+    out = {"learnt": _median(learnt)}
     if ratio:
-        out["ratio"] = float(np.median(ratio))
+        out["ratio"] = _median(ratio)
     if moved and evidence is not None:
         out["evidence"] = evidence.combine(moved)
     return out

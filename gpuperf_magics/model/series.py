@@ -9,6 +9,7 @@ of one network's rows; :mod:`~.local` routes queries over it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,3 +190,111 @@ def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: n
     if hw.size:
         naive = np.where(np.isfinite(naive), naive, hw[:, 0])
     return values, hw, naive
+
+
+#: Code of a query value no configuration has, and of one that equals every value (NaN: a
+#: derived column of a chain's point, never compared).
+_UNSEEN, _ANY = -1, -2
+
+
+@dataclass
+class Lookup:
+    """The configurations of an index grouped by their values, so that a route is found from
+    the few that share the query's values (a dictionary look-up per axis) instead of a pass
+    over all of them per query: validation routes thousands of queries per network.
+
+    Values are compared as :func:`~.local._differences` does (equal within ``1e-9·|v| + 1e-12``);
+    :func:`lookup` only builds one where each column's distinct values lie further apart
+    than that, so that a query value equals at most one of them and a code per value says
+    exactly what the comparison says.
+    """
+
+    index: SeriesIndex
+    distinct: list[list[float]]  # each column's sorted distinct values
+    codes: np.ndarray  # (n_configs, n_cols) position of each value in ``distinct``
+    by_axes: dict[tuple[int, ...], np.ndarray]  # codes on every axis → configurations
+    by_others: dict[int, dict[tuple[int, ...], np.ndarray]]  # axis → codes of the others
+    memo: dict[bytes, list[int] | None] = field(default_factory=dict)
+
+    def query(self, v: np.ndarray) -> list[int] | None:
+        """The query's code per column (None: a NaN on an axis, which equals every value:
+        left to the comparison). Validation asks the same query many times: remembered."""
+        key = v.tobytes()
+        if key in self.memo:
+            return self.memo[key]
+        q = []
+        for x, values in zip(v.tolist(), self.distinct, strict=True):
+            if x != x:
+                q.append(_ANY)
+                continue
+            tol = 1e-9 * abs(x) + 1e-12
+            k = bisect_left(values, x)
+            code = _UNSEEN
+            if k < len(values) and not abs(values[k] - x) > tol:
+                code = k
+            elif k > 0 and not abs(values[k - 1] - x) > tol:
+                code = k - 1
+            q.append(code)
+        out = None if any(q[a] == _ANY for a in self.index.axes) else q
+        if len(self.memo) < MEMO:
+            self.memo[key] = out
+        return out
+
+    def same(self, q: list[int], mask: np.ndarray) -> np.ndarray:
+        """Allowed configurations equal to the query on every axis."""
+        hit = self.by_axes.get(tuple(q[a] for a in self.index.axes))
+        return _EMPTY if hit is None else hit[mask[hit]]
+
+    def along(self, q: list[int], j: int, mask: np.ndarray) -> np.ndarray:
+        """Allowed configurations that differ from the query on axis ``j`` only."""
+        hit = self.by_others[j].get(tuple(q[a] for a in self.index.axes if a != j))
+        if hit is None:
+            return _EMPTY
+        hit = hit[mask[hit]]
+        return hit[self.codes[hit, j] != q[j]]
+
+    def derived_differ(self, q: list[int], ids: np.ndarray) -> bool:
+        """Whether one of ``ids`` (equal to the query on every axis) differs from it on a
+        derived column (see :func:`~.local._differences`)."""
+        derived = np.flatnonzero(self.index.derived)
+        if not len(derived):
+            return False
+        dq = np.array([q[d] for d in derived])
+        return bool(((self.codes[np.ix_(ids, derived)] != dq) & (dq != _ANY)).any())
+
+
+#: Queries a :class:`Lookup` remembers the codes of, at most.
+MEMO = 100_000
+_EMPTY = np.zeros(0, dtype=np.intp)
+
+
+def lookup(index: SeriesIndex) -> Lookup | None:
+    """The index's :class:`Lookup`, built once (None: some column's distinct values lie too
+    close together for codes to say what the comparison says; routes then compare)."""
+    cache = index.__dict__
+    if "_lookup" in cache:
+        return cache["_lookup"]
+    found: Lookup | None = None
+    values = index.values
+    distinct = [np.unique(values[:, j]) for j in range(values.shape[1])]
+    # Further apart than twice the comparison's tolerance (with margin), and finite.
+    apart = all(np.isfinite(u).all() and (
+        len(u) < 2 or bool(np.all(np.diff(u) > 4e-9 * np.maximum(np.abs(u[1:]), np.abs(u[:-1]))
+                                  + 4e-12))) for u in distinct)
+    if apart and len(index.cols):
+        codes = np.column_stack([np.searchsorted(u, values[:, j])
+                                 for j, u in enumerate(distinct)])
+        axes = index.axes
+        by_axes = _groups(codes[:, axes])
+        by_others = {j: _groups(codes[:, [a for a in axes if a != j]]) for j in axes}
+        found = Lookup(index, [u.tolist() for u in distinct], codes, by_axes, by_others)
+    cache["_lookup"] = found
+    return found
+
+
+def _groups(keys: np.ndarray) -> dict[tuple[int, ...], np.ndarray]:
+    """Rows (ascending) per distinct row of ``keys``."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for i, row in enumerate(keys.tolist()):
+        groups.setdefault(tuple(row), []).append(i)
+    return {k: np.array(v, dtype=np.intp) for k, v in groups.items()}
