@@ -57,7 +57,7 @@ __all__ = ["AUTO_CEILING", "AUTO_FLOOR", "AUTO_PRECISION", "MedianPrecision", "S
            "StopTraining", "auto_warmup", "median_interval", "stop_after_value"]
 
 
-class StopTraining(BaseException):  # noqa: N818  (a stop, not an error)
+class StopTraining(BaseException):
     """Raised from ``optimizer.step()`` when a run's stop rule is met; caught by the
     ``profile_training`` block or the ``%%profile_training`` cell that set the rule.
 
@@ -146,8 +146,8 @@ def median_interval(values: list[float]) -> MedianInterval | None:
         return None
     ordered = sorted(values)
     spread = _Z * math.sqrt(n) / 2
-    lo = max(int(math.floor(n / 2 - spread)), 1)  # 1-based ranks
-    hi = min(int(math.ceil(n / 2 + spread)) + 1, n)
+    lo = max(math.floor(n / 2 - spread), 1)  # 1-based ranks
+    hi = min(math.ceil(n / 2 + spread) + 1, n)
     mid = n // 2
     median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
     return MedianInterval(median, ordered[lo - 1], ordered[hi - 1])
@@ -271,7 +271,7 @@ class StopRule:
             self._time_step(rec)
             reason = self.auto.reason(steps)
         else:
-            reason = "count" if steps >= self.limit else None  # type: ignore[operator]
+            reason = "count" if steps >= int(self.limit) else None
         if reason is not None:
             self.stopped_by = reason
             raise StopTraining(reason, self.owner, steps)
@@ -295,8 +295,9 @@ class StopRule:
         self._last_token = token
 
     # ------------------------------------------------------------------ the run's words
-    def note(self, steps: int) -> str | None:
-        """What the run says about its stop rule (None when nothing needs saying)."""
+    def note(self, steps: int, status: str) -> str | None:
+        """What the run says about its stop rule (None when nothing needs saying); ``status``:
+        how the block ended."""
         interval = self.auto.judge() if self.auto is not None else None
         known = (f"; its median is known within ±{100 * interval.half_width:.1f}%"
                  if interval is not None else "")
@@ -304,7 +305,7 @@ class StopRule:
             return (f"stopped at the ceiling of {AUTO_CEILING} iterations (--stop-after auto) "
                     f"before the median was known within {100 * AUTO_PRECISION:g}%{known}: "
                     "the timings are noisy")
-        if self.stopped_by is None and steps:
+        if self.stopped_by is None and steps and status == "ok":
             return (f"the loop ended by itself after {steps} iterations, before --stop-after "
                     f"{self.limit} stopped it{known}")
         return None
