@@ -112,11 +112,11 @@ def test_a_loop_shorter_than_stop_after_ends_by_itself(tmp_path):
 
 def test_a_failing_loop_with_stop_after_keeps_its_failure(tmp_path):
     model, opt = _mlp_and_adam()
-    with pytest.raises(ValueError, match="boom"):
-        with gm.profile_training(store=tmp_path / "runs.sqlite", stop_after=50) as run:
-            for x, y in _batches(3):
-                _step(model, opt, x, y)
-            raise ValueError("boom")
+    with (pytest.raises(ValueError, match="boom"),
+          gm.profile_training(store=tmp_path / "runs.sqlite", stop_after=50) as run):
+        for x, y in _batches(3):
+            _step(model, opt, x, y)
+        raise ValueError("boom")
     assert run.status == "failed" and run.stopped_by is None
     assert not any("ended by itself" in n for n in run.notes)
     assert _no_hooks_left()
@@ -124,12 +124,11 @@ def test_a_failing_loop_with_stop_after_keeps_its_failure(tmp_path):
 
 def test_an_outer_blocks_stop_passes_through_an_inner_block(tmp_path):
     model, opt = _mlp_and_adam()
-    with gm.profile_training(store=tmp_path / "runs.sqlite", stop_after=4) as outer:
-        with pytest.warns(gm.capture.NestedProfileWarning):
-            inner_session = gm.profile_training(save=False)
-            with inner_session as inner:
-                for x, y in _batches(20):
-                    _step(model, opt, x, y)
+    with (gm.profile_training(store=tmp_path / "runs.sqlite", stop_after=4) as outer,
+          pytest.warns(gm.capture.NestedProfileWarning),
+          gm.profile_training(save=False) as inner):
+        for x, y in _batches(20):
+            _step(model, opt, x, y)
     assert outer.stopped_by == "count" and len(outer.iterations) == 4
     assert inner.status == "ok" and not inner.iterations
     assert _no_hooks_left()
@@ -258,6 +257,54 @@ def test_the_stop_is_no_exception_a_loop_can_swallow():
             except Exception:  # a loop's retry wrapper
                 continue
     assert len(run.iterations) == 3 and run.stopped_by == "count"
+
+
+class _FakeCuda:
+    """The GPU seam: events get a GPU time when recorded and complete when the fake GPU
+    has got that far (``done_until``); nothing ever blocks."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.done_until = -1.0
+        self.streams: list[object] = []
+        cuda = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing
+                self.at: float | None = None
+
+            def record(self, stream: object) -> None:
+                cuda.streams.append(stream)
+                self.at = cuda.now
+
+            def query(self) -> bool:
+                return self.at is not None and self.at <= cuda.done_until
+
+            def elapsed_time(self, end: Event) -> float:
+                assert self.query() and end.query(), "read before it completed"
+                return (end.at - self.at) * 1e3  # milliseconds
+
+        self.Event = Event
+
+    def current_stream(self, device: object) -> object:
+        return ("stream", device)
+
+
+def test_the_auto_rule_reads_cuda_events_only_once_the_gpu_has_done_them():
+    cuda = _FakeCuda()
+    timer = stopping._CudaTimer("cuda:0", cuda=cuda)
+    steps = [0.010, 0.012, 0.011, 0.013]  # GPU time of each step
+    got = []
+    for i, step in enumerate(steps):
+        cuda.now += step
+        cuda.done_until = cuda.now - 0.015  # the GPU runs ~1.5 steps behind the host
+        got += timer.mark()
+        assert len(got) <= max(i - 1, 0)  # never ahead of what the GPU finished
+    cuda.done_until = cuda.now
+    got += timer.mark()  # a fifth mark at the same time: a zero-length step
+    assert got == pytest.approx([*steps[1:], 0.0])
+    assert set(cuda.streams) == {("stream", "cuda:0")}
 
 
 # ---------------------------------------------------------------- frameworks

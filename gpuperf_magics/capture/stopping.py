@@ -312,12 +312,15 @@ class StopRule:
 
 
 class _CudaTimer:
-    """Durations between this rule's CUDA events, as the GPU completes them."""
+    """Durations between this rule's CUDA events, as the GPU completes them; ``cuda`` is
+    ``torch.cuda`` (or a fake with its API)."""
 
-    def __init__(self, device: Any) -> None:
-        import torch
+    def __init__(self, device: Any, cuda: Any = None) -> None:
+        if cuda is None:
+            import torch
 
-        self._cuda = torch.cuda
+            cuda = torch.cuda
+        self._cuda = cuda
         self._device = device
         self._pending: deque[Any] = deque()
         self._last: Any = None
