@@ -1,11 +1,11 @@
 """How many iterations ``stop_after="auto"`` needs, and how close its median is to a full run.
 
 For each workload of ``benchmarks/overhead.py`` (hook floor, MLP, CNN, Lightning), alternating
-in one process so machine noise hits both alike: a full profiled run of 200 iterations, then a
-run with ``stop_after="auto"`` over a loop long enough never to end by itself. Reports, over
-the rounds, the median iterations ``auto`` ran, how often it stopped for precision (rather than
-at its ceiling), and the error of its median time per iteration against the full run's
-(median and worst round).
+in one process so machine noise hits both alike: runs with ``stop_after="auto"`` over a loop
+long enough never to end by itself, each between two full profiled runs of 200 iterations.
+Reports, over the rounds, the median iterations ``auto`` ran, how often it stopped for
+precision (rather than at its ceiling), and the error of its median time per iteration against
+the mean of the two full runs around it (median and worst round).
 
     python benchmarks/stop_after.py [--rounds 5] [--threads 1] [--device cuda]
 
@@ -48,18 +48,21 @@ def profiled(loop: Callable[[int], None], iterations: int, stop_after: Any = Non
 
 
 def compare(loop: Callable[[int], None], rounds: int) -> dict[str, float]:
-    """Rounds of (full run, auto run): iterations auto needed and its median's error."""
+    """Rounds of auto runs between full runs: iterations auto needed and the error of its
+    median against the mean of the two full runs around it (a machine whose load drifts
+    moves both alike)."""
     loop(20)  # warm up allocators and autograd
     needed, errors, precise = [], [], 0
+    fulls = [profiled(loop, FULL).median_s]
     for _ in range(rounds):
-        full = profiled(loop, FULL)
         auto = profiled(loop, AUTO_CEILING + 50, stop_after="auto")
+        fulls.append(profiled(loop, FULL).median_s)
         needed.append(len(auto.iterations))
         precise += auto.stopped_by == "precision"
-        errors.append(abs(auto.median_s / full.median_s - 1))
+        errors.append(abs(auto.median_s / ((fulls[-2] + fulls[-1]) / 2) - 1))
     return {"iterations": statistics.median(needed), "min": min(needed), "max": max(needed),
             "precise": precise / rounds, "error": statistics.median(errors),
-            "worst": max(errors), "median_s": full.median_s}
+            "worst": max(errors), "median_s": statistics.median(fulls)}
 
 
 def cuda_workloads() -> list[Callable[[], tuple[Callable[[int], None], str]]]:
