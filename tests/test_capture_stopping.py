@@ -134,6 +134,15 @@ def test_an_outer_blocks_stop_passes_through_an_inner_block(tmp_path):
     assert _no_hooks_left()
 
 
+def test_auto_is_refused_in_a_data_parallel_job_before_any_hook(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORLD_SIZE", "2")  # what torchrun sets in every rank
+    monkeypatch.setenv("RANK", "1")
+    session = gm.profile_training(store=tmp_path / "runs.sqlite", stop_after="auto")
+    with pytest.raises(ValueError, match=r"data-parallel job give a number of iterations"):
+        session.__enter__()
+    assert _no_hooks_left()
+
+
 @pytest.mark.parametrize(("value", "expected"), [
     (5, 5), (5.0, 5), ("12", 12), ("auto", "auto"), (" AUTO ", "auto"), (None, None)])
 def test_stop_after_takes_a_count_or_auto(value, expected):
