@@ -5,7 +5,8 @@ in one process so machine noise hits both alike: runs with ``stop_after="auto"``
 long enough never to end by itself, each between two full profiled runs of 200 iterations.
 Reports, over the rounds, the median iterations ``auto`` ran, how often it stopped for
 precision (rather than at its ceiling), and the error of its median time per iteration against
-the mean of the two full runs around it (median and worst round).
+the mean of the two full runs around it (median, signed median and worst round), beside the
+spread of the full runs' own medians (max/min − 1: how much the machine itself drifted).
 
     python benchmarks/stop_after.py [--rounds 5] [--threads 1] [--device cuda]
 
@@ -59,10 +60,12 @@ def compare(loop: Callable[[int], None], rounds: int) -> dict[str, float]:
         fulls.append(profiled(loop, FULL).median_s)
         needed.append(len(auto.iterations))
         precise += auto.stopped_by == "precision"
-        errors.append(abs(auto.median_s / ((fulls[-2] + fulls[-1]) / 2) - 1))
+        errors.append(auto.median_s / ((fulls[-2] + fulls[-1]) / 2) - 1)
     return {"iterations": statistics.median(needed), "min": min(needed), "max": max(needed),
-            "precise": precise / rounds, "error": statistics.median(errors),
-            "worst": max(errors), "median_s": statistics.median(fulls)}
+            "precise": precise / rounds, "bias": statistics.median(errors),
+            "error": statistics.median(abs(e) for e in errors),
+            "worst": max(abs(e) for e in errors), "median_s": statistics.median(fulls),
+            "drift": max(fulls) / min(fulls) - 1}
 
 
 def cuda_workloads() -> list[Callable[[], tuple[Callable[[int], None], str]]]:
@@ -93,9 +96,9 @@ def main() -> None:
           f"{100 * AUTO_PRECISION:g}%, {AUTO_FLOOR} to {AUTO_CEILING} iterations; "
           f"error = |auto median / {FULL}-iteration median − 1|")
     print()
-    print("| workload | full-run median | auto iterations (min–max) | stopped for precision "
-          "| median error | worst round |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| workload | full-run median | full runs' spread | auto iterations (min–max) "
+          "| stopped for precision | median error | signed median | worst round |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     plan = [overhead.hook_floor_workload, overhead.mlp_workload, overhead.cnn_workload]
     if importlib.util.find_spec("lightning") is not None:
         plan.append(overhead.lightning_workload)
@@ -104,9 +107,10 @@ def main() -> None:
     for make in plan:
         loop, label = make()
         r = compare(loop, args.rounds)
-        print(f"| {label} | {1e3 * r['median_s']:.3f} ms | {r['iterations']:.0f} "
-              f"({r['min']}–{r['max']}) | {100 * r['precise']:.0f}% | "
-              f"{100 * r['error']:.2f}% | {100 * r['worst']:.2f}% |", flush=True)
+        print(f"| {label} | {1e3 * r['median_s']:.3f} ms | {100 * r['drift']:.1f}% | "
+              f"{r['iterations']:.0f} ({r['min']}–{r['max']}) | {100 * r['precise']:.0f}% | "
+              f"{100 * r['error']:.2f}% | {100 * r['bias']:+.2f}% | {100 * r['worst']:.2f}% |",
+              flush=True)
     print(f"\nload average at the end {os.getloadavg()[0]:.1f}")
 
 
