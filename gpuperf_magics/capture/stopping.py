@@ -137,8 +137,9 @@ class MedianInterval(NamedTuple):
         return max(self.median - self.low, self.high - self.median) / self.median
 
 
-def median_interval(values: list[float]) -> MedianInterval | None:
-    """The median of ``values`` and the order statistics that bound it with 95% confidence.
+def median_interval(values: Any) -> MedianInterval | None:
+    """The median of ``values`` (a sequence or array of floats) and the order statistics that
+    bound it with 95% confidence.
 
     The number of values below the true median is Binomial(n, 1/2), whatever the
     distribution of the times (skewed, with outliers): the j-th and k-th smallest values, with
