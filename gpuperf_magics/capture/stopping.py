@@ -21,7 +21,11 @@ step, ``zero_grad``, logging) and everything after the loop do not run.
 
 The ``auto`` rule (:class:`MedianPrecision`) stops once the median time per iteration is
 known within :data:`AUTO_PRECISION` (the half-width of its 95% distribution-free interval, from
-order statistics), never before :data:`AUTO_FLOOR` and always at :data:`AUTO_CEILING`.
+order statistics), never before :data:`AUTO_FLOOR` and always at :data:`AUTO_CEILING`. It does
+not judge at every step: a check costs O(n) (a partial sort) and falls inside an iteration's
+time, so it judges at the floor and then where the interval's 1/sqrt(n) shrinking says the
+target can be reached (never sooner than n/32 later); peeking at every step would also stop
+on the first lucky dip below the target.
 """
 
 from __future__ import annotations
@@ -50,10 +54,10 @@ AUTO_CEILING = 1000
 #: 95% two-sided normal quantile of the binomial approximation of the median's ranks.
 _Z = 1.959963984540054
 #: Between two checks of the auto rule at n iterations there are at least n/32 iterations:
-#: the checks cost O(n log n) each, so O(n log n) over the whole run (not O(n²)), and the rule
-#: stops at most ~3% later than a check at every step would. Where the interval is still wide
-#: the next check waits longer: the half-width h shrinks as 1/sqrt(n), so the target is not
-#: reached before about n·(h / target)² iterations; the check comes at 90% of that.
+#: the checks cost O(n) each, so O(n) per doubling of the run and over the whole run (not
+#: O(n²)). Where the interval is still wide the next check waits longer: the half-width h
+#: shrinks as 1/sqrt(n), so the target is not reached before about n·(h / target)²
+#: iterations; the check comes at 90% of that.
 _CHECK_SPACING = 32
 _EARLY = 0.9
 
