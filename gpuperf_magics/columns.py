@@ -95,6 +95,9 @@ COLUMNS: tuple[Column, ...] = (
     # Peak GPU memory the run's tensors took (torch.cuda.max_memory_allocated, GiB, one
     # process); empty on the CPU. A result of the run, not a feature of what ran.
     *_rows("base", "capture.recorder", "peak_memory_gb:float"),
+    # Why a profiled loop was ended early (--stop-after): count, precision or ceiling; empty
+    # when it ended by itself. A stopped run is complete: its status is ok.
+    *_rows("base", "capture.stopping", "stopped_by:str"),
     *_rows(
         "hardware", "hardware.gpu",
         "gpu_name:str gpu_uuid:str gpu_architecture:str gpu_compute_capability:float "

@@ -67,6 +67,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
+#: What each ``Run.stopped_by`` means, for the run's table.
+_STOPPED = {
+    "count": "after the iterations --stop-after asked for",
+    "precision": "--stop-after auto: the median time per iteration known within 1%",
+    "ceiling": "--stop-after auto: at its ceiling of iterations, the median not yet within 1%",
+}
+
 #: Longest line a profiled cell prints: one line of a notebook's output, not two or three.
 LINE_WIDTH = 110
 
@@ -132,6 +139,12 @@ class Run:
         Peak GPU memory the run's tensors took (``torch.cuda.max_memory_allocated`` of the
         training's device, GiB); None on the CPU or when the device could not say. What
         would not fit on another GPU is judged from it (:mod:`gpuperf_magics.prediction.memory`).
+    stopped_by : str or None
+        Why the loop ended before its end (``stop_after``): ``"count"`` (the N iterations
+        asked for were done), ``"precision"`` (``auto``: the median time per iteration was
+        known within 1%) or ``"ceiling"`` (``auto``: the most iterations it runs). None when
+        the loop ended by itself. A stopped run is a complete measurement (``status`` ok);
+        its ``epochs``/``total_iterations`` are still the whole job's.
     run_id : int or None
         Row id once saved in a store.
     """
@@ -154,6 +167,7 @@ class Run:
     created_at: str | None = None
     source: str = "profile"
     peak_memory_gb: float | None = None
+    stopped_by: str | None = None
     run_id: int | None = None
     store_path: str | None = None
     target_store: str | None = field(default=None, repr=False)
@@ -247,6 +261,7 @@ class Run:
             "recorded_iterations": len(self.iterations),
             "error": self.error,
             "peak_memory_gb": self.peak_memory_gb,
+            "stopped_by": self.stopped_by,
             "hardware": dict(self.hardware),
             "arch": dict(self.architecture),
             "hyper": dict(self.hyper),
@@ -293,7 +308,8 @@ class Run:
         if self.status != "ok":
             parts[0] += f" [{self.status}]"
         warmup = self.warmup_iterations
-        parts.append(f"{len(self.iterations)} it" + (f" ({warmup} warm-up)" if warmup else ""))
+        parts.append(f"{len(self.iterations)} it" + (f" ({warmup} warm-up)" if warmup else "")
+                     + (" stopped early" if self.stopped_by else ""))
         if self.median_s is not None:  # named: the live line's last state gives a mean
             parts.append(f"{format_seconds(self.median_s)}/it median")
         if self.batch_size:
@@ -347,6 +363,8 @@ class Run:
             ("status", self.status + (f" ({self.error})" if self.error else "")),
             ("iterations", f"{len(self.iterations)} ({self.warmup_iterations} warm-up)"),
         ]
+        if self.stopped_by:
+            rows.append(("stopped early", _STOPPED.get(self.stopped_by, self.stopped_by)))
         if self.median_s is not None:
             rows.append((
                 "time / iteration",

@@ -13,14 +13,14 @@ from gpuperf_magics import columns
 from gpuperf_magics.columns import COLUMNS, KINDS, Column, group_of, names
 
 # The registry as store/columns.py declared it before it moved here (name:kind, frame order),
-# plus peak_memory_gb, the base column the peak-memory work adds, and gpu_bf16_tflops, the
-# catalog's BF16 tensor peak.
+# plus peak_memory_gb, the base column the peak-memory work adds, stopped_by (why --stop-after
+# ended the loop), and gpu_bf16_tflops, the catalog's BF16 tensor peak.
 SNAPSHOT = """
 run_id:int network:str batch_size:int iterations:int time_s:float status:str gpu:str
 gpu_count:int source:str created_at:str device:str it_median_s:float it_p90_s:float
 it_mean_s:float it_std_s:float samples_per_s:float warmup_iterations:int
 recorded_iterations:int error:str run_uid:str recorded_host:str recorded_user:str
-peak_memory_gb:float
+peak_memory_gb:float stopped_by:str
 gpu_name:str gpu_uuid:str gpu_architecture:str gpu_compute_capability:float gpu_sm_count:int
 gpu_cuda_cores:int gpu_clock_mhz:float gpu_mem_clock_mhz:float gpu_mem_bus_bits:int
 gpu_memory_gb:float gpu_bandwidth_gbs:float gpu_fp32_tflops:float gpu_tf32_tflops:float
@@ -47,7 +47,7 @@ rank_median_min_s:float rank_median_max_s:float rank_spread:float dist_backend:s
 raised_steps:int
 tags:dict
 """
-GROUP_SIZES = {"base": 23, "hardware": 36, "arch": 26, "hyper": 15, "quality": 20, "tags": 1}
+GROUP_SIZES = {"base": 24, "hardware": 36, "arch": 26, "hyper": 15, "quality": 20, "tags": 1}
 
 
 def _kind_of(annotation: object) -> str:

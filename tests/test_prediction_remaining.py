@@ -116,10 +116,10 @@ def test_the_move_compares_the_target_count_with_the_runs_own_count(tmp_path):
 
 
 @pytest.mark.parametrize(("setup", "kwargs", "message"), [
-    (None, {}, "no interrupted or failed run with a known job length"),
+    (None, {}, "no interrupted, failed or stopped-early run with a known job length"),
     (None, {"run_id": 99}, "no run 99"),
     (None, {"run_id": 1}, "run 1 completed: nothing remains"),
-    ("no-length", {}, "no interrupted or failed run with a known job length"),
+    ("no-length", {}, "no interrupted, failed or stopped-early run with a known job length"),
     ("partial", {"gpus": ["Voodoo 5"]}, "unknown GPU"),
     ("partial", {"gpu_count": 0}, "gpu_count must be a finite number > 0"),
     ("partial", {"gpus": ["T4", "A100"]}, r"moves the job to one GPU: give one in gpus"),
@@ -133,6 +133,18 @@ def test_what_cannot_be_answered_says_why(store, setup, kwargs, message):
         store.save_run(_run(32, [0.05] * 10, status="interrupted", total=100))
     with pytest.raises(PredictionError, match=message):
         remaining_time(store, **kwargs)
+
+
+def test_the_rest_of_a_run_that_stop_after_ended(store):
+    """A run --stop-after ended is complete (status ok) and keeps the job's length: its rest
+    is what the job still needs, and it is the default run to ask about."""
+    run = _run(32, [0.05] * 49, total=1000)
+    run.stopped_by = "precision"
+    rid = store.save_run(run)
+    result = remaining_time(store)
+    assert (result.run_id, result.done, result.total) == (rid, 50, 1000)
+    assert result.status == "stopped early"
+    assert f"run {rid} (cnn, stopped early): 50 of 1,000 iterations done" in str(result)
 
 
 def test_a_run_id_without_job_length_says_how_to_record_it(store):

@@ -123,3 +123,14 @@ def test_device_label_reads_a_table_row():
     pd = pytest.importorskip("pandas")
     assert device_label(None, pd.NA, threads=pd.NA) == "CPU"
     assert device_label(None, threads=1, cpu_model="AMD EPYC") == "CPU AMD EPYC (1 thread)"
+
+
+def test_a_stopped_run_says_so_in_its_line_table_and_record():
+    its = [IterationRecord(i, 0.01, 8, warmup=i == 0) for i in range(50)]
+    run = Run(network="mlp", iterations=its, batch_size=8, stopped_by="precision")
+    assert "· 50 it (1 warm-up) stopped early ·" in run.summary_line()
+    rows = dict(run.table())
+    assert rows["stopped early"] == ("--stop-after auto: the median time per iteration known "
+                                     "within 1%")
+    assert run.to_record()["stopped_by"] == "precision" and run.status == "ok"
+    assert "stopped early" not in Run(network="mlp", iterations=its).summary_line()

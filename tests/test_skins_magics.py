@@ -230,9 +230,48 @@ def test_profile_option_errors(shell, line, message):
         shell.run_cell_magic("profile_training", line, LOOP)
 
 
+@pytest.mark.parametrize("value", ["0", "-2", "2.5", "soon", "Auto-ish"])
+def test_stop_after_that_is_no_count_or_auto_is_a_usage_error(shell, value):
+    shell.user_ns.pop("trained", None)
+    with pytest.raises(UsageError, match=r"--stop-after: .*whole number of iterations > 0 or "
+                                         r"'auto'"):
+        shell.run_cell_magic("profile_training", f"--stop-after {value}",
+                             "trained = True\n" + LOOP)
+    assert "trained" not in shell.user_ns  # refused before the cell ran
+
+
+def test_stop_after_ends_the_loop_and_the_cell_does_not_fail(shell, capsys, _isolated_store):
+    from torch.optim import optimizer as optim_mod
+
+    result = shell.run_cell("%%profile_training --stop-after 5 --total-iterations 500\n" + LOOP)
+    out = capsys.readouterr()
+    assert result.success and result.error_in_exec is None
+    assert "Traceback" not in out.out + out.err and "StopTraining" not in out.out + out.err
+    assert "· 5 it (1 warm-up) stopped early" in out.out
+    assert shell.user_ns["step"] == 4  # the loop's fifth step was its last
+    assert "final_loss" not in shell.user_ns  # the code after the loop did not run
+    assert not optim_mod._global_optimizer_post_hooks
+    assert shell.custom_exceptions == ()  # IPython's handler given back
+    runs = gm.Store(_isolated_store).runs()
+    assert runs["status"].tolist() == ["ok"] and runs["stopped_by"].tolist() == ["count"]
+    assert runs["recorded_iterations"].tolist() == [5]
+    assert runs["total_iterations"].tolist() == [500]
+
+
+def test_a_cell_that_fails_before_its_stop_still_fails(shell, capsys, _isolated_store):
+    cell = LOOP.replace("    opt.step()\n", "    opt.step()\n    if step == 2:\n"
+                        "        raise ValueError('diverged')\n")
+    result = shell.run_cell("%%profile_training --stop-after 5\n" + cell)
+    assert not result.success and isinstance(result.error_in_exec, ValueError)
+    assert "diverged" in capsys.readouterr().out
+    assert gm.Store(_isolated_store).runs()["status"].tolist() == ["failed"]
+
+
 def test_help_has_usage_and_options(shell):
     doc = shell.find_cell_magic("profile_training").__doc__
     assert "--warmup" in doc and "--phases" in doc and "-v VAR" in doc
+    flat = " ".join(doc.split())  # argparse wraps the help
+    assert "--stop-after N|auto" in flat and "code after the loop in this cell does not" in flat
     # One usage, the one magic_arguments writes from the declared options.
     assert doc.count("%profile_training [") == 1 and "Usage::" not in doc
 

@@ -106,6 +106,7 @@ def test_an_older_server_store_is_upgraded_only_on_purpose(pg_url: str, version:
     assert runs["run_id"].tolist() == [1, 3]
     assert runs["network"].tolist() == [RUNS[1]["network"], RUNS[3]["network"]]
     assert runs["run_uid"].tolist() == [UIDS[1], UIDS[3]]
+    assert runs["stopped_by"].isna().all()  # step 4's column, empty for older runs
     assert store.get_run(1).iterations[0].warmup
     assert raw_sql(store, "SELECT value FROM meta WHERE key = 'revision'") == [("3",)]
     if version < latest_version():  # Alembic ran (and was stamped with the version first)

@@ -136,6 +136,8 @@ def test_a_store_of_each_older_version_upgrades_in_place(tmp_path: Path, version
     assert runs["tags"][0] == {"who": "fixture"}
     assert runs["peak_memory_gb"].tolist()[0] == (PEAK_MEMORY_GB if version == 3 else None) or (
         version < 3 and pd.isna(runs["peak_memory_gb"][0]))
+    assert runs["stopped_by"].isna().all()  # no run of an older store was stopped early
+    assert store.get_run(1).stopped_by is None
     assert [it.duration_s for it in store.get_run(1).iterations] == [
         d for _, d, _, _ in ITERATIONS]
     assert store.token() == (CREATED_AT, 3)
@@ -173,16 +175,39 @@ def test_a_version_2_file_gains_the_peak_memory_column_and_keeps_everything(
     run_id = store.save_run(make_run())
     # Make it a file of schema version 2, as the previous release left it.
     conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("ALTER TABLE runs DROP COLUMN stopped_by")
     conn.execute("ALTER TABLE runs DROP COLUMN peak_memory_gb")
     conn.execute("PRAGMA user_version = 2")
     conn.close()
     before = sql(path, "SELECT * FROM runs")
     uid = sql(path, "SELECT run_uid FROM runs")[0][0]
     assert Store(path).migrate() == (2, latest_version())
-    assert sql(path, "SELECT * FROM runs") == [(*before[0], None)]  # the new column, empty
+    assert sql(path, "SELECT * FROM runs") == [(*before[0], None, None)]  # new columns, empty
     runs = Store(path).runs()
     assert runs["run_uid"].tolist() == [uid] and pd.isna(runs["peak_memory_gb"]).all()
     assert Store(path).get_run(run_id).peak_memory_gb is None
     # Runs without a peak hash as they did in version 2: a re-import is still recognised.
     again = Store(path).save_run(make_run(peak_memory_gb=2.25))
     assert sql(path, "SELECT peak_memory_gb FROM runs WHERE id = ?", again) == [(2.25,)]
+
+
+def test_a_version_3_file_gains_the_stopped_by_column_and_keeps_everything(
+    tmp_path: Path,
+) -> None:
+    """Schema step 4 adds ``stopped_by`` (why ``--stop-after`` ended a loop): a version 3 file
+    keeps its rows and uids, its runs read back as not stopped, and a stopped run is saved with
+    the reason, hashing it into its uid (a run that was not stopped keeps its version 3 uid)."""
+    path = make_store_file(tmp_path / "v3.sqlite", 3)
+    before = sql(path, "SELECT * FROM runs ORDER BY id")
+    assert Store(path).migrate() == (3, latest_version())
+    assert sql(path, "SELECT * FROM runs ORDER BY id") == [(*row, None) for row in before]
+    store = Store(path)
+    assert store.runs()["run_uid"].tolist() == [UIDS[1], UIDS[3]]
+    plain, stopped = make_run(), make_run(stopped_by="count")
+    plain_id, stopped_id = store.save_run(plain), store.save_run(stopped)
+    assert sql(path, "SELECT id, stopped_by FROM runs WHERE id >= 4 ORDER BY id") == [
+        (plain_id, None), (stopped_id, "count")]
+    uids = dict(sql(path, "SELECT id, run_uid FROM runs"))
+    assert uids[plain_id] != uids[stopped_id]
+    assert store.get_run(stopped_id).stopped_by == "count"
+    assert store.runs(stopped_by="count")["run_id"].tolist() == [stopped_id]

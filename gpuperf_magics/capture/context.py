@@ -147,3 +147,25 @@ def default_name(class_name: str, params: int | None) -> str:
         if params >= scale * 0.9995:  # 999,600 rounds to "1M", not "1e+03K"
             return f"{class_name}-{params / scale:.3g}{suffix}"
     return f"{class_name}-{params}"
+
+
+def no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:
+    """The note of a run without iterations: why none was found, and what to do."""
+    if isinstance(error, SyntaxError):
+        return f"the cell did not run ({type(error).__name__}); nothing was stored"
+    if rec.workers:
+        names = ", ".join(dict.fromkeys(rec.workers))
+        fn = rec.workers[0].split(".")[-1]
+        return (
+            f"the training ran in {len(rec.workers)} worker process"
+            f"{'es' if len(rec.workers) > 1 else ''} this cell started ({names}), where the "
+            "profiler cannot see it; nothing was stored. Profile inside the worker: put "
+            f"`with gpuperf_magics.profile_training():` around the loop in {fn}() (each rank "
+            "profiles, rank 0 saves one run for the job)"
+        )
+    where = " before the first iteration ended" if status != "ok" else ""
+    return (
+        f"no training iteration detected{where}: no torch.optim optimizer stepped, no backward "
+        "pass ended and no module was called twice in training mode. Put the training loop "
+        "itself in the cell (model in train() mode, optimizer.step() inside); nothing was stored."
+    )

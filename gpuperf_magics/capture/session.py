@@ -11,16 +11,22 @@ import datetime as _dt
 import logging
 import math
 import signal
-import statistics
 from collections import Counter
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpuperf_magics._checks import positive_number
 from gpuperf_magics.capture import nesting
-from gpuperf_magics.capture.context import fill_hardware, fill_model, gpu_count, model_name
+from gpuperf_magics.capture.context import (
+    fill_hardware,
+    fill_model,
+    gpu_count,
+    model_name,
+    no_iteration_reason,
+)
 from gpuperf_magics.capture.load import CpuClockSample, fill_quality, load_avg
 from gpuperf_magics.capture.signals import SignalHold
+from gpuperf_magics.capture.stopping import StopRule, StopTraining, auto_warmup, stop_after_value
 from gpuperf_magics.capture.unsaved import check_store, forget, keep, unsaved_runs, warn_unsaved
 from gpuperf_magics.run import IterationRecord, Run
 
@@ -36,23 +42,6 @@ class Progress(NamedTuple):
 
     steps: int
     total: int | None
-
-
-def auto_warmup(durations: list[float]) -> int:
-    """How many leading iterations are warm-up when the user did not say.
-
-    The first iteration always is (allocations, lazy init, autotuning, compilation). After it,
-    leading iterations stay warm-up while they are more than 1.5× the median of the second
-    half of the run; at most a fifth of the run is flagged.
-    """
-    n = len(durations)
-    if n <= 1:
-        return n
-    reference = statistics.median(durations[n // 2 :])
-    k = 1
-    while k < max(1, n // 5) and durations[k] > 1.5 * reference:
-        k += 1
-    return k
 
 
 def _mode(values: list[int]) -> int | None:
@@ -92,9 +81,19 @@ class ProfileSession:
         :func:`gpuperf_magics.prediction.live.live_prior` gives a prior that lets the store's
         model of the network lead while the run is young. Default False (``%%profile_training``
         passes one in a notebook unless ``-q``).
+    stop_after : int or "auto", optional
+        End the loop after this many iterations in all (warm-up included, still decided
+        afterwards), or with ``"auto"`` once the median time per iteration is known within 1%
+        (50 to 1000 iterations: :mod:`~gpuperf_magics.capture.stopping`), by an exception
+        from ``optimizer.step()`` that the block catches: **code after the loop inside the**
+        ``with`` **block does not run**. The model and optimizer keep the state those
+        iterations left (what the loop does after the last ``opt.step()`` does not run). The
+        run is complete (``Run.stopped_by`` says why it ended) and keeps ``epochs`` /
+        ``total_iterations`` as the whole job's. Counts ``torch.optim`` steps.
 
     The ``with`` block's target is the :class:`~gpuperf_magics.run.Run`, filled in when the
-    block exits; exceptions are never swallowed (the partial run is kept with its status).
+    block exits; exceptions are never swallowed (the partial run is kept with its status),
+    except the stop of ``stop_after``.
     Nothing after the loop loses the run: it is kept before the FLOP count, hardware detection
     and the save begin (see :func:`unsaved_runs`).
 
@@ -128,6 +127,7 @@ class ProfileSession:
         phases: bool = False,
         save: bool = True,
         live: bool | Prior = False,
+        stop_after: int | str | None = None,
     ) -> None:
         if warmup is not None and warmup < 0:
             raise ValueError(f"warmup must be >= 0, got {warmup}")
@@ -136,6 +136,7 @@ class ProfileSession:
         if epochs is not None and total_iterations is not None:
             raise ValueError("give epochs or total_iterations, not both (total_iterations "
                              "counts the whole job; epochs are multiplied by the loader's length)")
+        self.stop_after = stop_after_value(stop_after)
         self.name = name
         self.store = store
         self.warmup = warmup
@@ -151,6 +152,7 @@ class ProfileSession:
         if total_iterations is not None:
             self.run.hyper["total_iterations"] = total_iterations
         self._recorder: Any = None
+        self._stop_rule: StopRule | None = None
         self._sigterm: SignalHold | None = None
         self._job_gpus: int | None = None  # CUDA devices of the whole job, from the merge
         self._left_to_rank0 = False  # a rank > 0 whose figures rank 0 saves
@@ -171,12 +173,21 @@ class ProfileSession:
         self._cpu = CpuClockSample()
         from gpuperf_magics.capture import distributed
 
-        if distributed.current_job() or distributed.launched_job():
+        job = distributed.current_job() or distributed.launched_job()
+        if job and self.stop_after == "auto":
+            # Each rank would judge its own timings and stop at its own step: the others
+            # would wait for it in the next all-reduce for ever.
+            raise ValueError("stop_after='auto' stops each process on its own timings; in a "
+                             "data-parallel job give a number of iterations (stop_after=200)")
+        if job:
             # torchrun stops every rank once one fails: the rank it stops still saves its
             # partial run, as after a Ctrl-C.
             self._sigterm = SignalHold(signal.SIGTERM, raise_as=distributed.Terminated)
         self._recorder = Recorder(phases=self.phases, sync=self.sync)
         self._recorder.__enter__()
+        if self.stop_after is not None:  # after the recorder: its hook logs a step first
+            self._stop_rule = StopRule(self.stop_after, self, self.warmup).install(
+                self._recorder)
         if self.live is not False and self.live is not None:
             from gpuperf_magics.capture.progress import LiveLine
 
@@ -226,13 +237,18 @@ class ProfileSession:
         exc_type: type[BaseException] | None,
         exc: BaseException | None,
         tb: TracebackType | None,
-    ) -> Literal[False]:
+    ) -> bool:
         self.stop(exc)
-        return False
+        # Our own stop ends the block, not the script; any other exception goes on.
+        return isinstance(exc, StopTraining) and exc.owner is self
 
     def stop(self, error: BaseException | None = None) -> Run:
         """Stop the live line and remove the hooks, then interpret, describe and save;
         ``error`` ended the block."""
+        if isinstance(error, StopTraining):  # ours, or an outer block's passing through
+            error = None
+        if self._stop_rule is not None:  # the magic passes its own stop on as None
+            self.run.stopped_by = self._stop_rule.stopped_by
         if error is None:
             status = "ok"
         elif isinstance(error, KeyboardInterrupt):
@@ -244,6 +260,8 @@ class ProfileSession:
             return self.run  # the outer block holds the iterations
         nesting.leave(self)
         try:
+            if self._stop_rule is not None:  # first: nothing may stop the loop any more
+                self._stop_rule.remove()
             if self._live is not None:
                 self._live.stop(status)  # its last draw: the steps the loop made, how it ended
                 self._live = None
@@ -307,12 +325,17 @@ class ProfileSession:
             run.error = f"{type(error).__name__}: {error}"[:500]
         records = rec.iterations()
         fill_quality(self.run, rec, self._cpu, sync=self.sync, phases=self.phases)
+        if self._stop_rule is not None:
+            run.quality["stop_after"] = str(self.stop_after)
+            note = self._stop_rule.note(rec.steps_seen, status)
+            if note:
+                run.notes.append(note)
         run.peak_memory_gb = rec.peak_memory_gb
         from gpuperf_magics.capture import distributed
 
         job = distributed.current_job()
         if not records:
-            run.notes.append(_no_iteration_reason(rec, status, error))
+            run.notes.append(no_iteration_reason(rec, status, error))
             return job, False
         k = self.warmup if self.warmup is not None else auto_warmup(
             [r.duration_s for r in records]
@@ -466,27 +489,6 @@ class ProfileSession:
             "lists such runs."
         )
         return what
-
-
-def _no_iteration_reason(rec: Any, status: str, error: BaseException | None = None) -> str:
-    if isinstance(error, SyntaxError):
-        return f"the cell did not run ({type(error).__name__}); nothing was stored"
-    if rec.workers:
-        names = ", ".join(dict.fromkeys(rec.workers))
-        fn = rec.workers[0].split(".")[-1]
-        return (
-            f"the training ran in {len(rec.workers)} worker process"
-            f"{'es' if len(rec.workers) > 1 else ''} this cell started ({names}), where the "
-            "profiler cannot see it; nothing was stored. Profile inside the worker: put "
-            f"`with gpuperf_magics.profile_training():` around the loop in {fn}() (each rank "
-            "profiles, rank 0 saves one run for the job)"
-        )
-    where = " before the first iteration ended" if status != "ok" else ""
-    return (
-        f"no training iteration detected{where}: no torch.optim optimizer stepped, no backward "
-        "pass ended and no module was called twice in training mode. Put the training loop "
-        "itself in the cell (model in train() mode, optimizer.step() inside); nothing was stored."
-    )
 
 
 __all__ = ["ProfileSession", "auto_warmup", "check_store", "profile_training", "unsaved_runs"]

@@ -1,7 +1,8 @@
 """How long a partly recorded job still needs, where it ran and moved to another GPU.
 
-:func:`remaining_time` takes a run of a store that stopped before its end (``interrupted`` or
-``failed``, with its job length known from ``--epochs`` or ``--total-iterations``) and
+:func:`remaining_time` takes a run of a store that stopped before its end (``interrupted``,
+``failed``, or ended early by ``--stop-after``, with its job length known from ``--epochs`` or
+``--total-iterations``) and
 estimates the rest from the run's own steady iterations (their mean, warm-up left out, so that
 evaluation and checkpoint pauses between steps count), blended with the store's model while
 the run has few iterations. Moved to another GPU, the own estimate is scaled by the model's
@@ -101,13 +102,14 @@ class Remaining:
 
 
 def _partial_run_id(store: Any) -> int:
-    runs = store.runs(status=["interrupted", "failed"],
-                      columns=["run_id", "status", "total_iterations"])
-    runs = runs[runs["total_iterations"].notna()]
+    runs = store.runs(columns=["run_id", "status", "stopped_by", "total_iterations"])
+    partial = runs["status"].isin(["interrupted", "failed"]) | runs["stopped_by"].notna()
+    runs = runs[partial & runs["total_iterations"].notna()]
     if runs.empty:
         raise PredictionError(
-            "no interrupted or failed run with a known job length in the store: profile the "
-            f"job with {spell('epochs')} (or {spell('total_iterations')}), or give a run id")
+            "no interrupted, failed or stopped-early run with a known job length in the store: "
+            f"profile the job with {spell('epochs')} (or {spell('total_iterations')}), or give "
+            "a run id")
     return int(runs["run_id"].iloc[-1])
 
 
@@ -148,7 +150,8 @@ def remaining_time(
     store : path or Store, optional
         The store holding the run (default: ``$GPUPERF_STORE`` or the per-user store).
     run_id : int, optional
-        The run (default: the latest interrupted or failed run with a known job length).
+        The run (default: the latest interrupted, failed or stopped-early run with a known
+        job length).
     job : Job, optional
         Where to move the rest of the job: one GPU in ``gpus`` (any catalog name) and its
         ``gpu_count`` (default: as the run had, at least 1), and the ``coverage`` of the
@@ -215,7 +218,8 @@ def remaining_time(
         notes.append(f"no price for {missing}: add one with {spell('prices')}")
     notes.append("pauses between steps (evaluation, checkpoints) count as often as they "
                  "happened in the recorded part")
-    return Remaining(run_id=rid, network=run.network, status=run.status, done=done,
+    status = "stopped early" if run.stopped_by and run.status == "ok" else run.status
+    return Remaining(run_id=rid, network=run.network, status=status, done=done,
                      total=total, elapsed_s=elapsed, frame=out, notes=notes)
 
 
@@ -228,10 +232,10 @@ def _partial_run(store: Any, rid: int) -> tuple[Any, int]:
         run = store.get_run(rid)
     except RunNotFoundError as exc:
         raise PredictionError(f"no run {rid} in the store {store.path}") from exc
-    if run.status == "ok":
+    if run.status == "ok" and not run.stopped_by:
         raise PredictionError(f"run {rid} completed: nothing remains "
-                              f"({spell('remaining', value=False)} is for an interrupted or "
-                              "failed run)")
+                              f"({spell('remaining', value=False)} is for an interrupted, "
+                              "failed or stopped-early run)")
     total = run.hyper.get("total_iterations")
     if not total:
         raise PredictionError(

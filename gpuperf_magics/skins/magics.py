@@ -10,6 +10,8 @@ import keyword
 import shlex
 import warnings
 from argparse import ArgumentTypeError
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,7 @@ class _ProfileOptions:
     total_iterations: int | None = None
     sync: bool = False
     phases: bool = False
+    stop_after: int | str | None = None
     quiet: bool = False
     verbose: bool = False
     output: bool = False
@@ -113,6 +116,35 @@ def _positive(kind: type) -> Any:
     return parse
 
 
+def _stop_after(text: str) -> int | str | None:
+    """The argparse type of ``--stop-after``: a whole number > 0 or ``auto``."""
+    from gpuperf_magics.capture.stopping import stop_after_value
+
+    return stop_after_value(text, "the value", error=ArgumentTypeError)
+
+
+@contextmanager
+def _quiet_stop(shell: Any) -> Iterator[None]:
+    """While the nested cell runs, IPython hands the stop of ``--stop-after`` to us instead
+    of printing it as a traceback (the cell did what was asked); other exceptions, and any
+    custom handler set before, are left as they were."""
+    from gpuperf_magics.capture.stopping import StopTraining
+
+    exceptions, handler = shell.custom_exceptions, shell.CustomTB
+
+    def quiet(etype: Any, value: Any, tb: Any, tb_offset: Any = None) -> Any:
+        if isinstance(value, StopTraining):
+            return None
+        return handler(etype, value, tb, tb_offset=tb_offset)
+
+    shell.custom_exceptions = (*exceptions, StopTraining)
+    shell.CustomTB = quiet
+    try:
+        yield
+    finally:
+        shell.custom_exceptions, shell.CustomTB = exceptions, handler
+
+
 @magics_class
 class GpuPerf(Magics):
     """Magics of gpuperf_magics; settings with ``%config GpuPerf.<name> = value``."""
@@ -155,6 +187,7 @@ class GpuPerf(Magics):
             total_iterations=args.total_iterations,
             sync=args.sync,
             phases=args.phases,
+            stop_after=args.stop_after,
             quiet=args.quiet,
             verbose=args.verbose,
             output=args.output,
@@ -180,6 +213,13 @@ class GpuPerf(Magics):
               "exact wall time per iteration, at the price of CPU/GPU overlap.")
     @argument("--phases", action="store_true", help="Split each iteration into data, "
               "forward, loss, backward and optimizer time (about 35 µs per iteration).")
+    @argument("--stop-after", type=_stop_after, metavar="N|auto", help="End the loop after N "
+              "iterations in all (warm-up included, still decided afterwards), or with auto "
+              "once the median time per iteration is known within 1%% (50 to 1000 "
+              "iterations). The cell does not fail, but code after the loop in this cell does "
+              "not run (the stop is raised from optimizer.step()); the model and optimizer keep "
+              "the state those iterations left. --epochs/--total-iterations stay the whole "
+              "job's, for predictions and --remaining.")
     @argument("-q", "--quiet", action="store_true", help="Print nothing.")
     @argument("--verbose", action="store_true", help="Print every figure of the run below "
               "its line: throughput, p90 and mean time, device, architecture, settings.")
@@ -193,7 +233,8 @@ class GpuPerf(Magics):
         forward calls of the model), timed (with CUDA events on a GPU), and recorded with the
         batch size, the network's features and the hardware into the store. One line
         summarises the run (``--verbose``: every figure); a failed or interrupted cell keeps
-        its partial run with its status.
+        its partial run with its status. With ``--stop-after`` the loop ends early and the
+        code after it in the cell does not run.
         """
         opts = self._profile_options(line)
         from gpuperf_magics.capture import (
@@ -201,6 +242,7 @@ class GpuPerf(Magics):
             UnsavedRunWarning,
             profile_training,
         )
+        from gpuperf_magics.capture.stopping import StopTraining
 
         shell = self.shell
         assert shell is not None
@@ -216,7 +258,7 @@ class GpuPerf(Magics):
         session = profile_training(
             opts.name, opts.store, warmup=opts.warmup, tags=opts.tags, epochs=opts.epochs,
             total_iterations=opts.total_iterations, sync=opts.sync, phases=opts.phases,
-            live=live,
+            live=live, stop_after=opts.stop_after,
         )
         # The nested run_cell shows errors exactly as IPython does; we then hand its outcome
         # to the outer cell so that a failed training cell fails in the notebook too.
@@ -227,8 +269,11 @@ class GpuPerf(Magics):
         error: BaseException | None = KeyboardInterrupt("interrupted outside the cell's code")
         late: BaseException | None = None
         try:
-            inner = shell.run_cell(cell, store_history=False)
+            with _quiet_stop(shell):
+                inner = shell.run_cell(cell, store_history=False)
             error = inner.error_before_exec or inner.error_in_exec
+            if isinstance(error, StopTraining) and error.owner is session:
+                error = None  # --stop-after did what it was asked: the cell succeeded
         finally:
             shell.displayhook.exec_result = outer
             try:

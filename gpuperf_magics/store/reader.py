@@ -215,7 +215,7 @@ class StoreReader:
             status, gpu, gpu_count``; then ``source, created_at, device, it_median_s,
             it_p90_s, it_mean_s, it_std_s, samples_per_s, warmup_iterations,
             recorded_iterations, error, run_uid, recorded_host, recorded_user,
-            peak_memory_gb``; then the
+            peak_memory_gb, stopped_by``; then the
             ``gpu_*``, ``cpu_*``, ``sw_*``, ``arch_*``, hyper-parameter and quality columns
             (canonical ones always, extra keys after each group); ``tags`` (a dict per row);
             features last. An empty store gives zero rows with the canonical columns.
@@ -377,6 +377,7 @@ def _as_run(stored: StoredRun, store_path: str) -> Run:
         notes=record["notes"],
         error=record["error"],
         peak_memory_gb=record["peak_memory_gb"],
+        stopped_by=record.get("stopped_by"),
         created_at=record["created_at"],
         source=record["source"],
         run_id=record["run_id"],

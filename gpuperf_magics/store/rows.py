@@ -30,12 +30,12 @@ RUN_COLUMNS = (
     "created_at", "network", "batch_size", "iterations", "time_s", "status", "source", "gpu",
     "gpu_count", "device", "hardware_id", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
     "samples_per_s", "warmup_iterations", "recorded_iterations", "error", "arch", "hyper",
-    "quality", "tags", "features", "notes", "peak_memory_gb",
+    "quality", "tags", "features", "notes", "peak_memory_gb", "stopped_by",
 )
 #: Columns added after schema version 2. They enter a run's uid only when set, so that a run
 #: without them (every run recorded before) keeps the uid it had: a table imported again, or a
 #: run synced from a store of the older schema, is still recognised.
-LATER_COLUMNS = ("peak_memory_gb",)
+LATER_COLUMNS = ("peak_memory_gb", "stopped_by")
 WRITTEN_COLUMNS = (*RUN_COLUMNS, "run_uid", "recorded_host", "recorded_user")
 #: JSON columns of the runs table and the value an empty one stands for.
 JSON_COLUMNS: dict[str, Any] = {

@@ -2,7 +2,7 @@
 
 The tables are :mod:`gpuperf_magics.store.tables` (SQLAlchemy Core); each change of them is one
 Alembic step under ``gpuperf_magics/store/migrations/versions`` whose revision is the schema
-version it brings a store to (``"1"``, ``"2"``, ``"3"``). Never edit a step that has been
+version it brings a store to (``"1"``, ``"2"``, ``"3"``, ``"4"``). Never edit a step that has been
 released: stores in the wild have already run it.
 
 Where the version lives: an SQLite file keeps it in ``PRAGMA user_version`` (with ``PRAGMA
@@ -37,7 +37,7 @@ APPLICATION = "gpuperf_magics"
 REQUIRED_TABLES = ("meta", "hardware", "runs", "iterations")
 #: The schema version this release writes: the revision of the last migration (a test checks
 #: that they agree, so that opening a current store needs no look at the migration scripts).
-LATEST_VERSION = 3
+LATEST_VERSION = 4
 
 
 class Migrated(NamedTuple):

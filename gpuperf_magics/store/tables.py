@@ -79,6 +79,8 @@ runs = sa.Table(
     sa.Column("recorded_user", sa.Text),
     # Version 3.
     sa.Column("peak_memory_gb", sa.Float),
+    # Version 4.
+    sa.Column("stopped_by", sa.Text),
     sa.Index("runs_network", "network"),
     sa.Index("runs_created_at", "created_at"),
     sa.Index("runs_hardware_id", "hardware_id"),
