@@ -62,17 +62,18 @@ def device_name(value: object) -> str:
 
 def latest_device(X: Any) -> str | None:
     """The device of the latest run of a fit table (by ``created_at`` where the table has it,
-    else its last row); None for an empty table or an array without a ``gpu`` column."""
+    else its last row), as :func:`device_name` spells it; None for an empty table or an
+    array."""
     if not isinstance(X, pd.DataFrame) or len(X) == 0:
         return None
-    if "gpu" not in X.columns:
-        return "CPU"
     row = len(X) - 1
     if "created_at" in X.columns:  # the last row among the latest time stamps
         stamps = X["created_at"].astype(object).where(X["created_at"].notna(), "")
         text = stamps.astype(str).to_numpy()
         row = len(text) - 1 - int(np.argmax(text[::-1] == text.max()))
-    return device_name(X["gpu"].iloc[row])
+    # The row's label as the model reads it ("Tesla T4", "7.4 TFLOPS GPU", "CPU").
+    label = prepare(X.iloc[[row]]).hardware_label[0]
+    return device_name(str(label))
 
 
 def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | None = None,
@@ -253,21 +254,21 @@ def _greedy(spaces: dict[str, _Space], errors: np.ndarray, before: np.ndarray,
     for _ in range(k):
         best: tuple[float, float, str, int, np.ndarray] | None = None
         for net, space in spaces.items():
-            for j in np.flatnonzero(space.novel):
+            for j in map(int, np.flatnonzero(space.novel)):
                 if j in chosen[net]:
                     continue
-                now = space.errors(space.measured((*chosen[net], int(j))))
+                now = space.errors(space.measured((*chosen[net], j)))
                 trial = current.copy()
                 trial[space.targets] = np.where(np.isfinite(now), now, before[space.targets])
                 gain = float(np.mean(current) - np.mean(trial))
                 c = float(cost[space.rows[j]])
                 rate = gain / c if c > 0 else 0.0
                 if best is None or (rate, -c) > (best[0], -best[1]):
-                    best = (rate, c, net, int(j), trial)
+                    best = (rate, c, net, j, trial)
         if best is None:
             break
-        rate, _, net, j, trial = best
-        chosen[net].append(j)
+        rate, _, net, pick, trial = best
+        chosen[net].append(pick)
         current = trial
-        picked.append((int(spaces[net].rows[j]), float(np.mean(current)), rate))
+        picked.append((int(spaces[net].rows[pick]), float(np.mean(current)), rate))
     return picked
