@@ -42,6 +42,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -295,7 +296,8 @@ def main() -> None:
         frame.to_csv(args.rows, index=False)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                             capture_output=True, text=True).stdout.strip()
-    head = [f"*Measured by `python benchmarks/suggest.py` on commit `{commit}`. Target error: "
+    head = [f"*Measured by `python benchmarks/suggest.py` on commit `{commit}` "
+            f"({time.strftime('%Y-%m-%d')}). Target error: "
             f"MAPE % of the held-out far configuration, median over series; a candidate "
             f"costs {AUTO_ITERATIONS} iterations (the `--stop-after auto` ceiling) at its "
             "measured time. `benchmarks/suggest.py --write` regenerates this file.*", ""]

@@ -12,9 +12,12 @@ the predicted seconds of a ``--stop-after auto`` run of the candidate its cost.
 
 Two terms make up a route's expected error:
 
-- the chosen move's validated MAPE, scaled by the reach of the move over the validated reach
-  (capped as the intervals are, at :data:`MAX_WIDER`; below the validated reach it keeps
-  shrinking: a point measured next to the target leaves less to extrapolate);
+- the chosen move's validated MAPE, scaled by ``r(1 + r)`` over the same at the validated
+  reach (``r``: the reach in steps of the series' last spacing; a line drawn through a curved
+  series misses by about the distance times the span, as a Taylor expansion has it), capped as
+  the intervals are, at :data:`MAX_WIDER`; below the validated reach it keeps shrinking: a point
+  measured next to the target leaves less to extrapolate (a plain ``r`` scaling did as well
+  on the benchmark, 4.0% against 4.1% at k = 1);
 - the measurement noise of the series' end points carried to the target by a straight line
   through them (``σ·√((1 + r)² + r²)`` at ``r`` spacings beyond the last point), with ``σ`` the
   validated repeat noise of the series (or :data:`AUTO_PRECISION`, what one ``--stop-after auto``
@@ -237,7 +240,8 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
                                  for _, vb, sub in r.steps]))
     if r.position == "beyond":
         far = reach(index, r, v)
-        scale = min(MAX_WIDER, far / max(move.reach if move is not None else 1.0, 1e-9))
+        validated = max(move.reach if move is not None else 1.0, 1e-9)
+        scale = min(MAX_WIDER, far * (1 + far) / (validated * (1 + validated)))
         lever = math.hypot(1 + far, far)
     else:  # between two points, or the time per sample of the one point carried over
         scale, lever = 1.0, 1.0
