@@ -59,6 +59,7 @@ def test_the_magic_and_the_command_take_the_same_options(ip):
     "--remaining --epochs 3",
     "cnn --remaining",
     "--remaining --gpu T4,A100",
+    "--remaining --suggest",
     "--epochs 1e300 --samples 1e300",
     "--iterations 1e300",
     "--epochs 1e10 --samples 1e10",
@@ -161,3 +162,24 @@ def test_unquoted_names_and_lists_read_as_meant(ip, filled):
     assert list(dict.fromkeys(frame["gpu"].dropna())) == ["NVIDIA A100-SXM4-80GB", "Tesla T4"]
     spaced = ip.run_line_magic("predict_time", f"mlp --store {filled} --batch-size 16 48 -q -o")
     assert list(spaced.frame["batch_size"]) == [16, 48]
+
+
+def test_suggest_lists_what_to_profile_next_in_both(ip, store, capsys):
+    """``--suggest``: a short ranked list under the answer, the same in the magic and the
+    command: powers of two between the measured (16-64) and the asked (512) batch sizes."""
+    import re
+
+    assert main(["predict", "cnn", "--store", str(store.path), "--batch-size", "512",
+                 "--suggest"]) == 0
+    out = capsys.readouterr().out
+    lines = re.findall(r"profile batch (\d+) next: ±(\d+)% → ±(\d+)%, about [\d.]+ (?:s|min)",
+                       out)
+    assert lines and {int(b) for b, _, _ in lines} <= {128, 256, 512}
+    assert all(int(after) < int(before) for _, before, after in lines[:1])
+    magic = ip.run_line_magic("predict_time",
+                              f"cnn --store {store.path} --batch-size 512 --suggest -q -o")
+    listed = [a for a in magic.advice if a.startswith("profile batch")]
+    assert [re.match(r"profile batch (\d+)", a).group(1) for a in listed] == [
+        b for b, _, _ in lines]
+    with pytest.raises(UsageError, match="--suggest and -w"):
+        ip.run_line_magic("predict_time", f"cnn --store {store.path} -w --suggest")

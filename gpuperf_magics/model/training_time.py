@@ -14,6 +14,7 @@ from gpuperf_magics.model.estimator import PaperModel
 from gpuperf_magics.model.evidence import EvidenceBase
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import DEFAULT_COVERAGE, check_method
+from gpuperf_magics.model.suggest import latest_device
 
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
@@ -118,6 +119,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                                public_data=self.public_data, random_state=self.random_state,
                                gpu_moves=self.gpu_moves, evidence=self.evidence)
         self.estimator_ = est.fit(X, y)
+        self.latest_device_ = latest_device(X)
         self.n_features_in_ = est.n_features_in_
         self.feature_names_in_ = est.feature_names_in_
         return self
@@ -142,6 +144,23 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
             raise ValueError(f"X has {np.shape(X)[1]} features, but TrainingTimeModel is "
                              f"expecting {self.n_features_in_} features as input")
         return self.estimator_.predict_table(X, coverage=coverage)
+
+    def suggest(self, target: Any, candidates: Any, k: int = 3,
+                device: str | None = None) -> pd.DataFrame:
+        """The ``k`` candidates worth profiling next for the ``target`` configurations.
+
+        Ranked by the drop of the targets' expected error (from the validated moves that give
+        the intervals) per predicted second of a ``--stop-after auto`` run; see
+        :func:`gpuperf_magics.model.suggest.suggest` for the columns added
+        (``expected_mape_after``, ``cost_s``, ``gain_per_s``). Candidates already measured or
+        on another device than ``device`` (default: the device of the latest run fitted) are
+        never suggested.
+        """
+        from gpuperf_magics.model.suggest import suggest
+
+        self._check_fitted()
+        return suggest(self.estimator_, target, candidates, k=k, device=device,
+                       latest=self.__dict__.get("latest_device_"))
 
     def report(self) -> pd.DataFrame:
         """Terms, coefficients, validated errors and ranges (see the estimators' ``report``)."""

@@ -278,7 +278,10 @@ def _predict(args: argparse.Namespace) -> int:
                 "--prices only applies with --remaining RUN_ID (e.g. gpuperf predict "
                 "--remaining 12 --prices my_prices.csv); offers with prices for a new job are "
                 "in gpuperf_magics.offers() or the notebook panel (%predict_time -w)")
-        result = predict.predict_time(Store(args.store, must_exist=True), opts.job)
+        store = Store(args.store, must_exist=True)
+        result = predict.predict_time(store, opts.job)
+        if opts.suggest:  # what to profile next, under the answer
+            result = prediction_options.with_suggestions(result, store, opts.job)
     frame = result.frame
     if opts.job.deadline_s is not None:
         frame = frame.assign(deadline=[_meets(row, opts.job.deadline_s)

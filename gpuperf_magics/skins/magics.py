@@ -331,6 +331,9 @@ class GpuPerf(Magics):
         var = _variable(args.variable)
         if args.remaining is not None and args.widget:
             raise UsageError("--remaining and -w do not go together")
+        if args.suggest and args.widget:
+            raise UsageError("--suggest and -w do not go together: --suggest lists under "
+                             "the table of %predict_time without -w")
         if args.deadline is not None and not args.widget:
             raise UsageError("--deadline goes with -w (the panel's offers table)")
         try:
@@ -350,6 +353,8 @@ class GpuPerf(Magics):
                     result = self._panel(opts, store)
                 else:
                     result = predict.predict_time(store, opts.job)
+                    if opts.suggest:  # what to profile next, under the answer
+                        result = prediction_options.with_suggestions(result, store, opts.job)
         except (PredictionError, StoreError) as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # a price file that cannot be read (PriceError)
