@@ -75,7 +75,8 @@ def test_peak_memory_travels_through_export_import_and_its_uid(tmp_path: Path) -
 
 
 def test_results_are_named_records_that_still_unpack(tmp_path: Path) -> None:
-    from gpuperf_magics.store.records import IterationRow, insert_runs, recorder
+    from gpuperf_magics.store.records import insert_runs
+    from gpuperf_magics.store.rows import IterationRow, recorder
 
     store = Store(tmp_path / "named.sqlite")
     migrated = store.migrate()

@@ -178,7 +178,7 @@ def select_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------- reading
 # The units of work below run inside the store's read transaction (``Store._execute``); a row
-# they cannot read raises ``frame.CorruptRow``, which the store reports as a damaged store.
+# they cannot read raises ``errors.CorruptRow``, which the store reports as a damaged store.
 
 
 class RunRows(NamedTuple):

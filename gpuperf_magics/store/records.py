@@ -21,24 +21,18 @@ from gpuperf_magics.store.encoding import fingerprint, from_json, sql_value, to_
 from gpuperf_magics.store.rows import (
     _HW,
     ITERATION_FIELDS,
-    JSON_COLUMNS,
-    RUN_COLUMNS,
     WRITTEN_COLUMNS,
-    IterationRow,
-    Recorder,
     UidCounter,
     chunked,
     json_text,
-    parse_run,
     recorder,
     run_row,
 )
 from gpuperf_magics.store.tables import hardware, meta, runs
 
 __all__ = [
-    "ITERATION_FIELDS", "JSON_COLUMNS", "RUN_COLUMNS", "RUN_SELECT", "WRITTEN_COLUMNS",
-    "Inserted", "IterationRow", "Recorder", "bump_revision", "hardware_id", "insert_runs",
-    "parse_run", "recorder", "select_runs", "tag_value",
+    "RUN_SELECT", "SELECT_ITERATIONS", "SELECT_REVISION", "SELECT_TOKEN", "Inserted",
+    "bump_revision", "driver_rows", "hardware_id", "insert_runs", "select_runs", "tag_value",
 ]
 
 #: Rows above which PostgreSQL gets them by COPY rather than one INSERT each.
