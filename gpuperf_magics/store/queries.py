@@ -247,7 +247,7 @@ def read_iterations(conn: Any, run_ids: list[int], shown: str) -> list[Iteration
     absent = [i for i in run_ids if i not in found]
     if absent:
         raise RunNotFoundError(absent[0], shown)
-    return [IterationRow(*row[:-1], phases(row[0], row[-1])) for row in rows]
+    return [IterationRow._make((*row[:-1], phases(row[0], row[-1]))) for row in rows]
 
 
 def phases(run_id: Any, text: Any) -> Any:

@@ -55,7 +55,7 @@ def _statements() -> tuple[Any, Any]:
 
     from gpuperf_magics.store.tables import hardware, iterations, runs
 
-    ids = sa.bindparam("ids", expanding=True)
+    ids: Any = sa.bindparam("ids", expanding=True)
     columns = [runs.c.id, *(runs.c[n] for n in _NAMES), hardware.c.info, runs.c.run_uid,
                runs.c.recorded_host, runs.c.recorded_user]
     runs_in = (sa.select(*columns)
