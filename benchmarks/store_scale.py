@@ -1,6 +1,12 @@
 """The store at 100,000 runs, SQLite and PostgreSQL side by side.
 
-Run: ``.venv/bin/python benchmarks/store_scale.py [--runs 100000] [--postgres URL]``
+Run: ``.venv/bin/python benchmarks/store_scale.py [--runs 100000] [--postgres URL]
+[--baseline OLD.md] [--write docs/figures/store_scale.md]``
+
+``--baseline`` names what an earlier run printed (of this script, or of the one of another
+commit): the table then shows ``old → new`` per backend and the ratio of the slower backend.
+``--write`` saves the table (with the machine's load average before and after, since a loaded
+machine moves these times by several times) to a file as well as printing it.
 
 Without ``--postgres`` a throw-away PostgreSQL cluster is started (tests/pgcluster.py: Debian's
 postgresql package, run as ``nobody`` when root; fsync off, as a test server). Timed, best of
@@ -20,6 +26,7 @@ under 3 s, importing 100,000 rows under 10 s.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -137,7 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--postgres", help="URL of an empty database to use (default: a "
                         "throw-away cluster)")
+    parser.add_argument("--baseline", help="a table an earlier run printed: shown old → new")
+    parser.add_argument("--write", help="also write the table to this file")
     args = parser.parse_args(argv)
+    load = os.getloadavg()
     frame = table(args.runs)
     server = None
     folder = Path(tempfile.mkdtemp(prefix="store-scale-"))
@@ -165,14 +175,50 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         if server is not None:
             server.stop()
+    text = report(args.runs, results, load, os.getloadavg(), args.baseline)
+    print(text)
+    if args.write:
+        Path(args.write).write_text(text + "\n")
+
+
+def baseline_rows(path: str) -> dict[str, tuple[float, float]]:
+    """The (SQLite, PostgreSQL) figures of a table an earlier run printed, by operation."""
+    out = {}
+    for line in Path(path).read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3:
+            try:
+                out[cells[0]] = (float(cells[1]), float(cells[2]))
+            except ValueError:
+                continue
+    return out
+
+
+def report(n: int, results: dict[str, dict[str, float]], before: tuple[float, ...],
+           after: tuple[float, ...], baseline: str | None) -> str:
+    """The markdown table of one run (old → new and the worse ratio with a baseline)."""
     targets = {"import_table, all rows": "< 10 s", "runs() all columns": "< 3 s",
                "runs(network=, columns=[4])": "< 1 s"}
-    print(f"{args.runs:,} runs (sync: into the other backend)\n")
-    print("| operation | SQLite s | PostgreSQL s | target |")
-    print("| --- | ---: | ---: | ---: |")
+    old = baseline_rows(baseline) if baseline else {}
+    loads = "load average (1, 5, 15 min) {} before, {} after".format(
+        *(", ".join(f"{x:.1f}" for x in load) for load in (before, after)))
+    lines = [f"{n:,} runs (sync: into the other backend); {loads}", ""]
+    if old:
+        lines += ["| operation | SQLite s, old → new | PostgreSQL s, old → new | worse ratio |",
+                  "| --- | ---: | ---: | ---: |"]
+    else:
+        lines += ["| operation | SQLite s | PostgreSQL s | target |", "| --- | ---: | ---: | ---: |"]
     for name in results["sqlite"]:
-        print(f"| {name} | {results['sqlite'][name]:.2f} | {results['postgresql'][name]:.2f} | "
-              f"{targets.get(name, '')} |")
+        new = (results["sqlite"][name], results["postgresql"][name])
+        if not old:
+            lines.append(f"| {name} | {new[0]:.2f} | {new[1]:.2f} | {targets.get(name, '')} |")
+        elif name in old:
+            # The baseline has two decimals: a time it shows as 0.00 gives no ratio.
+            ratios = [b / a for a, b in zip(old[name], new, strict=True) if a]
+            worse = f"{max(ratios):.2f}" if ratios else "-"
+            lines.append(f"| {name} | {old[name][0]:.2f} → {new[0]:.2f} | "
+                         f"{old[name][1]:.2f} → {new[1]:.2f} | {worse} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -214,7 +214,7 @@ def test_a_captured_cpu_run_writes_only_canonical_keys(profile_mlp, tmp_path) ->
 # ------------------------------------------------------------------ store and model
 def test_every_flat_runs_column_is_a_base_column(tmp_path) -> None:
     from gpuperf_magics.store import Store
-    from gpuperf_magics.store.records import JSON_COLUMNS
+    from gpuperf_magics.store.rows import JSON_COLUMNS
 
     path = tmp_path / "runs.sqlite"
     Store(path).migrate()  # reading a missing store creates nothing; migrating makes the schema

@@ -163,6 +163,15 @@ def test_data_home_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert datasets.get_data_home() == expected
 
 
+def test_data_home_default_is_platformdirs_user_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default follows platformdirs' rule for the platform, as the store's folder does."""
+    import platformdirs
+
+    monkeypatch.delenv(datasets.DATA_HOME_ENV)
+    cache = Path(platformdirs.user_cache_dir("gpuperf_magics", appauthor=False))
+    assert datasets.get_data_home() == cache / "datasets"
+
+
 def test_default_home_downloads_into_the_user_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,10 +38,12 @@ for _ in range(6):
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    script = Path(sys.executable).with_name("gpuperf")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.skins.cli"]
+    # This checkout's CLI (the installed script may import another checkout's package).
+    command = [sys.executable, "-m", "gpuperf_magics.skins.cli"]
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
     return subprocess.run([*command, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, "PYTHONPATH": path, **(env or {})})
 
 
 # --------------------------------------------------------------------------- URLs

@@ -75,7 +75,8 @@ def test_peak_memory_travels_through_export_import_and_its_uid(tmp_path: Path) -
 
 
 def test_results_are_named_records_that_still_unpack(tmp_path: Path) -> None:
-    from gpuperf_magics.store.records import IterationRow, insert_runs, recorder
+    from gpuperf_magics.store.records import insert_runs
+    from gpuperf_magics.store.rows import IterationRow, recorder
 
     store = Store(tmp_path / "named.sqlite")
     migrated = store.migrate()
@@ -95,3 +96,27 @@ def test_results_are_named_records_that_still_unpack(tmp_path: Path) -> None:
                                  action="insert")
     new_id, new = inserted
     assert (inserted.run_id, inserted.new) == (new_id, new)
+
+
+def test_driver_rows_expand_each_list_length_like_sqlalchemy(tmp_path: Path) -> None:
+    """The driver's rows of an expanding IN equal SQLAlchemy's, for several list lengths in a
+    row (each length has its own compiled SQL) and beyond one chunk of bound values."""
+    from gpuperf_magics.store.queries import ITERATIONS_IN
+    from gpuperf_magics.store.records import driver_rows
+    from gpuperf_magics.store.rows import MAX_BOUND
+
+    store = Store(tmp_path / "driver.sqlite")
+    ids = [store.save_run(make_run(n=3, warmup=1)) for _ in range(4)]
+
+    def work(conn: object) -> list[tuple[list[tuple[object, ...]], list[tuple[object, ...]]]]:
+        out = []
+        for wanted in ([ids[0]], ids[:3], [ids[1]], [*ids, *range(10_000, 10_000 + MAX_BOUND)]):
+            mine = driver_rows(conn, ITERATIONS_IN, {"ids": wanted})
+            theirs = [tuple(r) for r in conn.execute(  # type: ignore[attr-defined]
+                ITERATIONS_IN, {"ids": wanted}).all()]
+            out.append((mine, theirs))
+        return out
+
+    for mine, theirs in store._execute(work, write=False, action="read"):
+        assert mine == theirs
+        assert mine and all(isinstance(row, tuple) for row in mine)

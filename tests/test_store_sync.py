@@ -101,17 +101,20 @@ def test_concurrent_syncs_of_one_store_copy_each_run_once(tmp_path: Path,
 def test_sync_command(tmp_path: Path, pg_store_url: str) -> None:
     local = Store(tmp_path / "laptop.sqlite")
     _fill(local)
-    script = Path(sys.executable).with_name("gpuperf")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "gpuperf_magics.skins.cli"]
+    # This checkout's CLI (the installed script may import another checkout's package).
+    command = [sys.executable, "-m", "gpuperf_magics.skins.cli"]
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = subprocess.run([*command, "sync", str(local.path), pg_store_url], text=True,
-                          capture_output=True, timeout=120, env=dict(os.environ))
+                          capture_output=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     assert "5 run(s) copied, 0 already there" in proc.stdout
     again = subprocess.run([*command, "sync", str(local.path), pg_store_url], text=True,
-                           capture_output=True, timeout=120)
+                           capture_output=True, timeout=120, env=env)
     assert "0 run(s) copied, 5 already there" in again.stdout
     same = subprocess.run([*command, "sync", str(local.path), str(local.path)], text=True,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=120, env=env)
     assert same.returncode == 2 and "into itself" in same.stderr
 
 

@@ -73,17 +73,21 @@ def get_data_home(data_home: str | os.PathLike[str] | None = None) -> Path:
     Returns
     -------
     Path
-        ``data_home``, else ``$GPUPERF_DATA_HOME``, else
-        ``$XDG_CACHE_HOME/gpuperf_magics/datasets`` (``~/.cache/gpuperf_magics/datasets``).
-        Not created here.
+        ``data_home``, else ``$GPUPERF_DATA_HOME``, else ``datasets`` in the per-user
+        cache folder of the package as platformdirs gives it (the rule the store's folder
+        follows, :func:`gpuperf_magics.store.paths.user_data_dir`): on Linux
+        ``$XDG_CACHE_HOME/gpuperf_magics/datasets`` (``~/.cache/gpuperf_magics/datasets``),
+        on macOS ``~/Library/Caches/gpuperf_magics/datasets``, on Windows
+        ``%LOCALAPPDATA%\\gpuperf_magics\\Cache\\datasets``. Not created here.
     """
     if data_home is not None:
         return Path(data_home).expanduser()
     local = os.environ.get(DATA_HOME_ENV)
     if local:
         return Path(local).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "gpuperf_magics" / "datasets"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gpuperf_magics", appauthor=False)) / "datasets"
 
 
 def fetch_lattuada2022(

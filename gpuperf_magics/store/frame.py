@@ -21,8 +21,7 @@ from gpuperf_magics.store.errors import CorruptRow
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.store.rows import IterationRow
 
-__all__ = ["ITERATION_COLUMNS", "CorruptRow", "build_runs_frame", "empty_column",
-           "iterations_frame"]
+__all__ = ["ITERATION_COLUMNS", "build_runs_frame", "empty_column", "iterations_frame"]
 
 ITERATION_COLUMNS = (
     "run_id", "index", "duration_s", "samples", "warmup", "skipped_step", "micro_batches",

@@ -21,6 +21,7 @@ from gpuperf_magics.store.errors import CorruptRow, RunNotFoundError
 from gpuperf_magics.store.records import (
     RUN_SELECT,
     SELECT_ITERATIONS,
+    driver_rows,
     select_runs,
     tag_value,
 )
@@ -177,7 +178,7 @@ def select_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------- reading
 # The units of work below run inside the store's read transaction (``Store._execute``); a row
-# they cannot read raises ``frame.CorruptRow``, which the store reports as a damaged store.
+# they cannot read raises ``errors.CorruptRow``, which the store reports as a damaged store.
 
 
 class RunRows(NamedTuple):
@@ -240,14 +241,13 @@ def read_iterations(conn: Any, run_ids: list[int], shown: str) -> list[Iteration
     found: set[int] = set()
     rows: list[tuple[Any, ...]] = []
     for chunk in chunked(wanted):
-        # .all(): one fetchall each (iterating a result fetches row by row).
-        found.update(int(i) for i in conn.execute(_IDS_IN, {"ids": chunk}).scalars().all())
-        rows.extend(conn.execute(ITERATIONS_IN, {"ids": chunk}).all())
+        # The driver's cursor: plain tuples, not SQLAlchemy rows (records.driver_rows).
+        found.update(int(i) for (i,) in driver_rows(conn, _IDS_IN, {"ids": chunk}))
+        rows.extend(driver_rows(conn, ITERATIONS_IN, {"ids": chunk}))
     absent = [i for i in run_ids if i not in found]
     if absent:
         raise RunNotFoundError(absent[0], shown)
-    return [row._replace(phases=phases(row.run_id, row.phases))
-            for row in map(IterationRow._make, rows)]
+    return [IterationRow._make((*row[:-1], phases(row[0], row[-1]))) for row in rows]
 
 
 def phases(run_id: Any, text: Any) -> Any:

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics.store.rows import ITERATION_FIELDS, RUN_COLUMNS, IterationRow, chunked
+from gpuperf_magics.store.rows import ITERATION_FIELDS, RUN_COLUMNS, chunked
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.store.reader import StoreReader
+
+
+#: The runs columns a sync copies as they are (the hardware row is copied by its JSON).
+_NAMES = [c for c in RUN_COLUMNS if c != "hardware_id"]
+
 
 @dataclass(frozen=True)
 class SyncResult:
@@ -41,14 +47,39 @@ class SyncResult:
                 "overwrites)")
 
 
-def _uids(conn: Any) -> list[tuple[int, str]]:
+@lru_cache(maxsize=1)
+def _statements() -> tuple[Any, Any]:
+    """(the runs to copy with their hardware JSON, their iterations): an expanding ``ids``
+    each, built once (SQLAlchemy is imported by the first sync, not with this module)."""
     import sqlalchemy as sa
 
-    from gpuperf_magics.store.records import driver_rows
+    from gpuperf_magics.store.tables import hardware, iterations, runs
+
+    ids: Any = sa.bindparam("ids", expanding=True)
+    columns = [runs.c.id, *(runs.c[n] for n in _NAMES), hardware.c.info, runs.c.run_uid,
+               runs.c.recorded_host, runs.c.recorded_user]
+    runs_in = (sa.select(*columns)
+               .select_from(runs.outerjoin(hardware, hardware.c.id == runs.c.hardware_id))
+               .where(runs.c.id.in_(ids)).order_by(runs.c.id))
+    iterations_in = (sa.select(iterations.c.run_id, *(iterations.c[n] for n in ITERATION_FIELDS))
+                     .where(iterations.c.run_id.in_(ids))
+                     .order_by(iterations.c.run_id, iterations.c.idx))
+    return runs_in, iterations_in
+
+
+@lru_cache(maxsize=1)
+def _select_uids() -> Any:
+    import sqlalchemy as sa
+
     from gpuperf_magics.store.tables import runs
 
-    return [(int(i), str(u)) for i, u in driver_rows(
-        conn, sa.select(runs.c.id, runs.c.run_uid).order_by(runs.c.id))]
+    return sa.select(runs.c.id, runs.c.run_uid).order_by(runs.c.id)
+
+
+def _uids(conn: Any) -> list[tuple[int, str]]:
+    from gpuperf_magics.store.records import driver_rows
+
+    return [(int(i), str(u)) for i, u in driver_rows(conn, _select_uids())]
 
 
 def sync(source: StoreReader, destination: StoreReader, *,
@@ -92,32 +123,23 @@ def sync(source: StoreReader, destination: StoreReader, *,
 def _read(source: StoreReader, ids: list[int]) -> tuple[list[dict[str, Any]], list[list[Any]],
                                                   list[str], list[tuple[Any, Any]]]:
     """Runs as stored (JSON text kept byte for byte, so their uids stay true)."""
-    names = [c for c in RUN_COLUMNS if c != "hardware_id"]
+    names = _NAMES
 
     def work(conn: Any) -> tuple[list[Any], list[Any]]:
-        import sqlalchemy as sa
+        from gpuperf_magics.store.records import driver_rows
 
-        from gpuperf_magics.store.tables import hardware, iterations, runs
-
+        runs_in, iterations_in = _statements()
         found: list[Any] = []
         its: list[Any] = []
-        columns = [runs.c.id, *(runs.c[n] for n in names), hardware.c.info, runs.c.run_uid,
-                   runs.c.recorded_host, runs.c.recorded_user]
-        fields = [iterations.c.run_id, *(iterations.c[n] for n in ITERATION_FIELDS)]
         for chunk in chunked(ids):
-            found += conn.execute(
-                sa.select(*columns)
-                .select_from(runs.outerjoin(hardware, hardware.c.id == runs.c.hardware_id))
-                .where(runs.c.id.in_(chunk)).order_by(runs.c.id)).all()
-            its += conn.execute(
-                sa.select(*fields).where(iterations.c.run_id.in_(chunk))
-                .order_by(iterations.c.run_id, iterations.c.idx)).all()
+            found += driver_rows(conn, runs_in, {"ids": chunk})
+            its += driver_rows(conn, iterations_in, {"ids": chunk})
         return found, its
 
     runs, its = source._execute(work, write=False, action="read runs to sync")
     by_run: dict[int, list[Any]] = {}
-    for row in map(IterationRow._make, its):
-        by_run.setdefault(int(row.run_id), []).append(row[1:])  # as insert_runs takes them
+    for row in its:
+        by_run.setdefault(int(row[0]), []).append(row[1:])  # as insert_runs takes them
     records, iterations, uids, who = [], [], [], []
     for run_id, *values in runs:
         record = dict(zip(names, values[:len(names)], strict=True))
