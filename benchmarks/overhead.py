@@ -5,7 +5,8 @@ For each workload the same loop runs bare and under the profiler (steps-only, th
 of the per-round differences in µs per iteration and as a ratio. Timing happens inside the
 ``with`` block only: the work done after the loop (FLOPs, hardware, store) is not per-iteration.
 
-    python benchmarks/overhead.py [--rounds 15] [--threads 1] [--skip-first-cell] [--write]
+    python benchmarks/overhead.py [--rounds 15] [--threads 1] [--skip-first-cell]
+                                  [--first-cell-only] [--runs 5] [--write]
 
 ``--write`` also saves the tables to ``docs/figures/overhead.md``, which the documentation
 includes (the docs build never runs a benchmark): commit the file with the change it measures.
@@ -17,9 +18,10 @@ shows, so their percentages say "within noise" rather than a precise figure. The
 workload runs the MLP through ``Trainer.fit`` (its own per-step machinery included in "bare").
 
 Then the first profiled cell of a new kernel (issue 10: what the cell shows should follow the
-loop's end within 0.3 s): each workload in a fresh Python process with a real IPython shell,
-timing from the loop's last statement to the end of the ``%%profile_training`` cell (FLOP
-count, hardware detection, store write, the printed line), for the first and a second cell.
+loop's end within 0.3 s; issue 19: at most 0.15 s before and after the loop), split by phase:
+see ``benchmarks/first_cell.py``. ``--first-cell-only`` runs that part alone (``--runs``
+fresh processes per workload and store) and ``--write`` then saves it to
+``docs/figures/overhead_first_cell.md`` (the full run writes both files).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ import torch
 from torch import nn
 
 import gpuperf_magics as gm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from first_cell import FIRST_CELLS, first_cell_table  # the sibling file
 
 
 def mlp_workload() -> tuple[Callable[[int], None], str]:
@@ -165,8 +170,10 @@ def measure(loop: Callable[[int], None], iters: int, rounds: int) -> dict[str, f
     return out
 
 
-#: The committed file the documentation includes (``--write``).
+#: The committed files the documentation includes (``--write``): the per-iteration tables,
+#: and the first cell's.
 FIGURE = Path(__file__).resolve().parent.parent / "docs" / "figures" / "overhead.md"
+FIRST_CELL_FIGURE = FIGURE.with_name("overhead_first_cell.md")
 
 
 def emit(lines: list[str], line: str = "") -> None:
@@ -182,10 +189,36 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--skip-first-cell", action="store_true",
                         help="leave out the first-cell measurement (fresh processes)")
+    parser.add_argument("--first-cell-only", action="store_true",
+                        help="only the first-cell measurement")
+    parser.add_argument("--runs", type=int, default=5,
+                        help="fresh processes per workload and store in the first-cell table")
+    parser.add_argument("--workloads", default=",".join(FIRST_CELLS),
+                        help="first-cell workloads, comma-separated (default: all)")
     parser.add_argument("--write", action="store_true",
-                        help=f"also write the tables to {FIGURE.relative_to(FIGURE.parents[2])}")
+                        help=f"also write the tables to {FIGURE.relative_to(FIGURE.parents[2])} "
+                        f"and {FIRST_CELL_FIGURE.relative_to(FIGURE.parents[2])}")
     args = parser.parse_args()
+    if args.skip_first_cell and args.first_cell_only:
+        parser.error("--skip-first-cell and --first-cell-only leave nothing to measure")
     torch.set_num_threads(args.threads)
+    if not args.first_cell_only:
+        load = os.getloadavg()[0]
+        lines = per_iteration_table(args)
+        if args.write:
+            write_figure(FIGURE, lines, (load, os.getloadavg()[0]))
+    if not args.skip_first_cell:
+        lines = []
+        load = os.getloadavg()[0]
+        print()
+        first_cell_table(args.threads, args.runs, lambda line: emit(lines, line),
+                         args.workloads.split(","))
+        if args.write:
+            write_figure(FIRST_CELL_FIGURE, lines, (load, os.getloadavg()[0]))
+
+
+def per_iteration_table(args: argparse.Namespace) -> list[str]:
+    """Bare vs profiled, alternated in this process, per workload."""
     lines: list[str] = []
     emit(lines, f"torch {torch.__version__}, {args.threads} thread(s), {args.rounds} rounds; "
          "overhead = median of (profiled − mean of neighbouring bare rounds)")
@@ -198,17 +231,13 @@ def main() -> None:
             (cnn_workload, 100, args.rounds)]
     if importlib.util.find_spec("lightning") is not None:
         plan.append((lightning_workload, 300, args.rounds))
-    load_before = os.getloadavg()[0]
     for make, iters, rounds in plan:
         loop, label = make()
         r = measure(loop, iters, rounds)
         emit(lines, f"| {label} | {r['bare_us']:.1f} | {r['steps_us']:+.1f} | "
              f"{r['steps_pct']:+.2f} | {r['phases_us']:+.1f} | {r['phases_pct']:+.2f} | "
              f"{r['steps_iqr']:.1f} / {r['phases_iqr']:.1f} |")
-    if not args.skip_first_cell:
-        first_cell_table(args.threads, lines)
-    if args.write:
-        write_figure(lines, args, (load_before, os.getloadavg()[0]))
+    return lines
 
 
 def _commit() -> str:
@@ -225,8 +254,7 @@ def _commit() -> str:
     return head + ("+changes" if dirty.strip() else "")
 
 
-def write_figure(lines: list[str], args: argparse.Namespace,
-                 load: tuple[float, float]) -> None:
+def write_figure(figure: Path, lines: list[str], load: tuple[float, float]) -> None:
     """Save the report as the Markdown file the documentation includes."""
     command = "python benchmarks/overhead.py " + " ".join(sys.argv[1:])
     header = [
@@ -235,137 +263,9 @@ def write_figure(lines: list[str], args: argparse.Namespace,
         f"{load[0]:.1f} at the start and {load[1]:.1f} at the end.*",
         "",
     ]
-    FIGURE.parent.mkdir(parents=True, exist_ok=True)
-    FIGURE.write_text("\n".join(header + lines) + "\n", encoding="utf-8")
-    print(f"\nwrote {FIGURE}")
-
-
-#: Cells for the first-cell measurement: (label, setup cell, training cell). The training
-#: cell's last statement stamps ``loop_end``.
-FIRST_CELLS = {
-    "mlp": ("MLP 256-512-512-10", """
-model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                      nn.Linear(512, 10))
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-x, y = torch.randn(64, 256), torch.randint(0, 10, (64,))
-""", """
-for _ in range(20):
-    opt.zero_grad(); nn.functional.cross_entropy(model(x), y).backward(); opt.step()
-"""),
-    "resnet": ("ResNet-18-like CNN, 3x64x64", """
-def block(cin, cout, stride):
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout),
-                         nn.ReLU(), nn.Conv2d(cout, cout, 3, 1, 1, bias=False),
-                         nn.BatchNorm2d(cout), nn.ReLU())
-layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)]
-for cin, cout, stride in ((64, 64, 1), (64, 128, 2), (128, 256, 2), (256, 512, 2)):
-    layers += [block(cin, cout, stride), block(cout, cout, 1)]
-model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x, y = torch.randn(2, 3, 64, 64), torch.randint(0, 10, (2,))
-""", """
-for _ in range(4):
-    opt.zero_grad(); nn.functional.cross_entropy(model(x), y).backward(); opt.step()
-"""),
-    "transformer": ("TransformerEncoder 2 layers, d=128, seq 64", """
-model = nn.TransformerEncoder(nn.TransformerEncoderLayer(128, 4, 256, batch_first=True), 2)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-x = torch.randn(8, 64, 128)
-""", """
-for _ in range(10):
-    opt.zero_grad(); model(x).pow(2).mean().backward(); opt.step()
-"""),
-    "lightning": ("Lightning Trainer.fit, the MLP", """
-import lightning as L, logging, tempfile, warnings
-logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
-warnings.filterwarnings("ignore")
-class MLP(L.LightningModule):
-    def __init__(self):
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10))
-    def training_step(self, batch, i):
-        return nn.functional.cross_entropy(self.net(batch[0]), batch[1])
-    def configure_optimizers(self):
-        return torch.optim.Adam(self.parameters(), lr=1e-3)
-model = MLP()
-loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(
-    torch.randn(640, 256), torch.randint(0, 10, (640,))), batch_size=64)
-def trainer():
-    return L.Trainer(max_steps=20, accelerator="cpu", logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False,
-                     default_root_dir=tempfile.mkdtemp())
-t = trainer()
-""", """
-t.fit(model, loader)
-"""),
-    "bert": ("Hugging Face Trainer, 2-layer BERT (hidden 64, seq 32)", """
-import tempfile, transformers, warnings
-warnings.filterwarnings("ignore")
-transformers.logging.set_verbosity_error()
-cfg = transformers.BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2,
-                              num_attention_heads=4, intermediate_size=128,
-                              max_position_embeddings=32, num_labels=2)
-model = transformers.BertForSequenceClassification(cfg)
-class Data(torch.utils.data.Dataset):
-    def __len__(self): return 160
-    def __getitem__(self, i):
-        return {"input_ids": torch.randint(0, 1000, (32,)), "labels": torch.tensor(i % 2)}
-def trainer():
-    args = transformers.TrainingArguments(output_dir=tempfile.mkdtemp(), max_steps=10,
-        per_device_train_batch_size=8, use_cpu=True, report_to="none", save_strategy="no",
-        logging_strategy="no", disable_tqdm=True)
-    return transformers.Trainer(model=model, args=args, train_dataset=Data())
-t = trainer()
-""", """
-t.train()
-"""),
-}
-
-_CHILD = r"""
-import sys, time, tempfile, os
-from IPython.core.interactiveshell import InteractiveShell
-shell = InteractiveShell.instance()
-shell.run_line_magic("load_ext", "gpuperf_magics")
-setup, cell, threads = sys.argv[1], sys.argv[2], int(sys.argv[3])
-shell.run_cell("import time, torch\nfrom torch import nn\ntorch.set_num_threads(%d)\n" % threads
-               + setup)
-store = os.path.join(tempfile.mkdtemp(), "runs.sqlite")
-out = []
-for i in range(2):
-    if i:
-        shell.run_cell("t = trainer()" if "trainer" in shell.user_ns else "pass")
-    started = time.perf_counter()
-    result = shell.run_cell(f"%%profile_training -q --store {store}\n"
-                            + "loop_start = time.perf_counter()\n" + cell
-                            + "\nloop_end = time.perf_counter()\n")
-    shown = time.perf_counter()
-    if not result.success:
-        raise SystemExit(f"cell failed: {result.error_in_exec!r}")
-    out += [shell.user_ns["loop_start"] - started, shown - shell.user_ns["loop_end"]]
-print(" ".join(f"{x:.4f}" for x in out))
-"""
-
-
-def first_cell_table(threads: int, lines: list[str]) -> None:
-    """Loop end -> cell shown, first and second profiled cell, each workload in a new process."""
-    emit(lines)
-    emit(lines, "First profiled cell in a new kernel: cell start → loop start (hooks), and "
-         "loop end → cell shown (FLOPs, hardware, store, line), in seconds")
-    emit(lines)
-    emit(lines, "| workload | first cell: start | first cell: end | second cell: start | "
-         "second cell: end |")
-    emit(lines, "|---|---:|---:|---:|---:|")
-    for key, (label, setup, cell) in FIRST_CELLS.items():
-        if key in ("lightning", "bert") and importlib.util.find_spec(
-                "lightning" if key == "lightning" else "transformers") is None:
-            continue
-        proc = subprocess.run([sys.executable, "-c", _CHILD, setup, cell, str(threads)],
-                              capture_output=True, text=True, timeout=600)
-        if proc.returncode:
-            emit(lines, f"| {label} | failed: {proc.stderr.strip().splitlines()[-1:]} | |")
-            continue
-        start1, end1, start2, end2 = (float(v) for v in proc.stdout.split()[-4:])
-        emit(lines, f"| {label} | {start1:.3f} | {end1:.3f} | {start2:.3f} | {end2:.3f} |")
+    figure.parent.mkdir(parents=True, exist_ok=True)
+    figure.write_text("\n".join(header + lines) + "\n", encoding="utf-8")
+    print(f"\nwrote {figure}")
 
 
 if __name__ == "__main__":

@@ -199,6 +199,28 @@ def test_starting_a_capture_does_not_import_dynamo():
     assert out.stdout.split() == ["False"]
 
 
+
+def test_a_first_capture_starts_without_the_flop_counter_or_the_database(tmp_path):
+    """The first profiled cell of a kernel: before the loop, neither the FLOP counter nor
+    SQLAlchemy (a store file not made yet) nor pandas is imported; after it, the same run is
+    recorded as before: its FLOPs counted, the run saved."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "new" / "runs.sqlite"
+    code = ("import sys, torch, gpuperf_magics as gm\n"
+            "m = torch.nn.Linear(8, 2); opt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+            "x = torch.randn(4, 8)\n"
+            f"s = gm.profile_training(store={str(store)!r}); run = s.__enter__()\n"
+            "print([n for n in ('torch.utils.flop_counter', 'sqlalchemy', 'pandas') "
+            "if n in sys.modules])\n"
+            "for _ in range(3):\n"
+            "    opt.zero_grad(); m(x).sum().backward(); opt.step()\n"
+            "s.stop(); print(run.architecture['arch_flops_fwd'], run.run_id)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.splitlines() == ["[]", f"{2.0 * 8 * 2} 1"]
+
 class FlakySGD(torch.optim.SGD):
     """An optimizer whose ``step`` raises once, as a NaN guard or a custom check would."""
 

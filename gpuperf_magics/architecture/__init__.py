@@ -31,7 +31,35 @@ channels-last), :mod:`.tracing` (FLOPs via meta/fake/real runs, isolation) and
 
 from __future__ import annotations
 
-from gpuperf_magics.architecture.result import METHODS, Architecture  # noqa: F401
-from gpuperf_magics.architecture.summary import clear_cache, describe
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["Architecture", "clear_cache", "describe"]
+
+# name -> module that defines it, imported on first use (PEP 562): the capture layer imports
+# :mod:`.unwrap` before a profiled loop, and the FLOP counter (:mod:`.summary`, :mod:`.tracing`,
+# ``torch.utils.flop_counter``) is needed only after it, once the loop has ended.
+_LAZY = {
+    "METHODS": "gpuperf_magics.architecture.result",
+    "Architecture": "gpuperf_magics.architecture.result",
+    "clear_cache": "gpuperf_magics.architecture.summary",
+    "describe": "gpuperf_magics.architecture.summary",
+}
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.architecture.result import METHODS as METHODS  # a name, not exported
+    from gpuperf_magics.architecture.result import Architecture
+    from gpuperf_magics.architecture.summary import clear_cache, describe
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuperf_magics.architecture' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -53,8 +53,6 @@ class SqliteBackend:
 
     def run(self, work: Callable[[Any], T], *, write: bool, action: str, timeout: float,
             missing: Callable[[], T] | None = None, snapshot: bool = True) -> T:
-        import sqlalchemy as sa
-
         path = self.path
         if path.is_dir():
             raise StoreError(
@@ -64,6 +62,8 @@ class SqliteBackend:
             )
         if not write and missing is not None and not path.exists():
             return missing()  # reading creates nothing
+        import sqlalchemy as sa  # after that: a read of a missing store never imports it
+
         deadline = time.monotonic() + timeout
         delay = 0.01
         immutable = False
