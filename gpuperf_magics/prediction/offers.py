@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics.prediction import display
 from gpuperf_magics.prediction.job import Job, spell
 from gpuperf_magics.prediction.store_model import PredictionError
 from gpuperf_magics.units import format_cost, format_duration
@@ -92,7 +93,7 @@ class Offers:
 
         rows = []
         for _, r in self.frame.iterrows():
-            kind = r["kind"] + (f" ({r['detail']})" if r["detail"] else "")
+            kind = display.label(r["kind"], r["detail"])
             rows.append({
                 "offer": r["offer"],
                 "GPUs": f"{int(r['gpus'])}× {r['gpu']}" if r["gpu"] else "CPU",

@@ -175,14 +175,25 @@ def predict_time(store: Any = None, job: Job | str | None = None, **fields: Any)
     for note in monotone_in_batch(frame, ["gpu", "gpu_count", *features]):
         _note(notes, note)
     frame.attrs["set_columns"] = sorted(job.settings)
-    device_label = measured_gpu or f"CPU {latest.get('cpu_model') or ''}".strip()
+    cpu = latest.get("cpu_model")
+    device_label = measured_gpu or f"CPU {cpu if isinstance(cpu, str) else ''}".strip()
     measured = (f"batch {', '.join(map(str, measured_batches))} on {device_label}"
                 if measured_batches else device_label)
     return Prediction(
         network=str(runs["network"].iloc[0]), frame=frame,
         cv_mape=float(model.cv_mape_),
         runs=len(runs), measured=measured, advice=list(model.advice_), notes=notes,
+        public_errors=_public_errors(model, str(runs["network"].iloc[0])),
     )
+
+
+def _public_errors(model: Any, network: str) -> bool | None:
+    """Whether a kind of prediction of ``network`` takes the public figure as its expected
+    error (too few of its moves validated on these runs); None where the model says not."""
+    moves = getattr(model, "moves_", {}).get(network)
+    if not moves:
+        return None
+    return any(bool(m.get("public")) for m in moves.values())
 
 
 def _check_settings(settings: dict[str, float], features: list[str]) -> None:
