@@ -252,7 +252,8 @@ def _also(configs: pd.DataFrame, runs: pd.DataFrame, also: Sequence[tuple[str, i
 
     rows = []
     for gpu, count, batch in also:
-        (name,) = resolve_gpus([gpu])
+        # The measured device keeps the name its runs carry (the model knows it by that).
+        name = gpu if gpu == runs["gpu"].iloc[-1] else resolve_gpus([gpu])[0]
         one = _configurations(runs, [name], [int(batch)], job.with_(gpu_count=int(count)),
                               features, notes)
         rows.append(one)
