@@ -9,8 +9,8 @@ display code of ``%predict_time`` (:mod:`gpuperf_magics.prediction.display`) wit
 what it assumes; a plot of the job's time against batch size (measured points marked, the
 interval as a band, extrapolation dashed); and the offers table of
 :func:`gpuperf_magics.offers` (job time and cost per priced instance, a deadline picking the
-cheapest that meets it), whose rows the same prediction answers (``also=``). An error inside a callback is shown in the panel and logged, never
-lost in the kernel's log.
+cheapest that meets it), whose rows the same prediction answers (``also=``). An error
+inside a callback is shown in the panel and logged, never lost in the kernel's log.
 """
 
 from __future__ import annotations
