@@ -29,15 +29,35 @@ def test_table_has_one_row_per_configuration() -> None:
     table = display.table(_prediction())
     assert list(table["configuration"]) == ["batch 32 · 2× Tesla T4", "batch 64 · CPU"]
     assert table["predicted time"].iloc[0] == "1:02:05"
-    assert table["kind"].iloc[1] == "extrapolation (beyond batch 32)"
+    assert table["kind"].iloc[1] == "extrapolation: beyond batch 32"
     assert table["expected error"].iloc[0] == "±5%"
 
 
-def test_header_says_what_the_model_learnt_from() -> None:
-    assert display.header(_prediction()) == (
+def test_header_says_what_the_model_learnt_from_and_where_each_error_comes_from() -> None:
+    assert display.header(_prediction(public_errors=False)) == (
         "resnet<18>: fitted on 3 run(s) (batch 16, 32 on Tesla T4); cross-validated error "
-        "(MAPE) 4.2%")
-    assert display.header(_prediction(cv_mape=math.nan)).endswith("(MAPE) n/a")
+        "(MAPE) 4.2% on moves to unmeasured batch sizes; each row's expected error is "
+        "validated on these runs")
+    assert display.header(_prediction(public_errors=True)).endswith(
+        "validated on these runs, or the public data's figure where too few predictions of "
+        "its kind were")
+    # No cross-validated figure beside rows of ±5%: the header says the rows' figure is the
+    # public one, not "n/a" (one statement of the error).
+    unvalidated = display.header(_prediction(cv_mape=math.nan, public_errors=True))
+    assert "n/a" not in unvalidated and "not cross-validated" in unvalidated
+    assert unvalidated.endswith("each row's expected error is the public data's figure for "
+                                "its kind of prediction")
+
+
+def test_labels_are_flat_and_a_measured_configuration_says_measured() -> None:
+    assert display.label("interpolation", "measured configuration (median of its runs)") == (
+        "measured: median of its runs")
+    assert display.label("extrapolation", "batch_size 8 < measured min 16 (3 points, "
+                         "piecewise linear)") == (
+        "extrapolation: batch_size 8 < measured min 16 (3 points, piecewise linear)")
+    assert display.label("transfer", "to A (from B (learnt GPU move))") == (
+        "transfer: to A (from B, learnt GPU move)")
+    assert display.label("interpolation", "") == "interpolation"
 
 
 def test_text_and_html_carry_notes_and_advice() -> None:

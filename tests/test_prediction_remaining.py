@@ -34,14 +34,16 @@ def store(tmp_path):
 
 def test_the_rest_of_an_interrupted_run_on_its_own_gpu(store):
     # 200 of 1,000 iterations done at 50 ms (the complete runs say 42 ms at batch 32), with an
-    # evaluation pause of 1 s inside one iteration: the mean counts it.
+    # evaluation pause of 1 s inside one iteration: left out, by the rule the job time takes.
     durations = [0.05] * 199 + [1.05]
     rid = store.save_run(_run(32, durations, status="interrupted", total=1000))
     result = remaining_time(store)  # the latest partial run
     assert result.run_id == rid and result.done == 201 and result.total == 1000
     assert result.elapsed_s == pytest.approx(0.5 + sum(durations))
     row = result.frame.iloc[0]
-    own = sum(durations) / len(durations)  # 55 ms
+    from gpuperf_magics.prediction.store_model import steady_per_iteration
+
+    own = steady_per_iteration(durations)  # 50 ms: the trimmed mean
     model = row["per_iteration_s"]  # blended: between the model's and the run's own
     weight = 200 / (200 + PRIOR_ITERATIONS)
     assert own * weight < model < own
@@ -224,3 +226,26 @@ def test_a_run_on_another_gpu_than_the_latest_is_still_placed(store):
     result = remaining_time(store, rid, gpus=["a100 80gb"])
     assert list(result.frame["gpu"]) == ["NVIDIA A10G", "NVIDIA A100-SXM4-80GB"]
     assert "store's model" in result.frame.iloc[0]["basis"]
+
+
+def test_the_rest_takes_the_same_per_iteration_rule_as_the_job_time(tmp_path):
+    """One stall among 20 steady iterations: the job time learnt from the store leaves it
+    out (trimmed mean) and so does --remaining (it took the plain mean: 0.0975 s, not 0.05)."""
+    from gpuperf_magics.prediction.store_model import (
+        PER_ITERATION_RULE,
+        robust_times,
+        steady_per_iteration,
+    )
+
+    durations = [0.05] * 19 + [1.0]
+    st = gm.Store(tmp_path / "stall.sqlite")
+    st.save_run(_run(32, durations, status="interrupted", total=100, network="solo"))
+    row = remaining_time(st).frame.iloc[0]
+    assert row["per_iteration_s"] == pytest.approx(0.05)
+    assert row["per_iteration_s"] == pytest.approx(steady_per_iteration(durations))
+    assert PER_ITERATION_RULE in row["basis"]
+    done = gm.Store(tmp_path / "done.sqlite")
+    done.save_run(_run(32, durations, network="solo"))
+    runs = done.runs(status="ok")
+    learnt = robust_times(done, runs) / runs["iterations"]
+    assert learnt.iloc[0] == pytest.approx(row["per_iteration_s"])

@@ -13,4 +13,4 @@ def test_demo_profiles_and_predicts(tmp_path, capsys):
     assert "What the store holds" in out and "arch_flops_fwd_bwd" in out
     assert "Predicted time" in out
     assert "Tesla T4" in out and "NVIDIA A100-SXM4-80GB" in out
-    assert "interpolation" in out and "transfer" in out
+    assert "measured: median of its runs" in out and "transfer" in out

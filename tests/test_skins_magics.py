@@ -376,7 +376,7 @@ def test_predict_time_without_any_store_yet_says_so(shell, tmp_path, monkeypatch
 def test_magic_displays_table_and_flags(ip, filled, capsys):
     ip.run_line_magic("predict_time", f"--store {filled}")
     out = capsys.readouterr().out
-    assert "mlp: fitted on 4 run(s)" in out and "interpolation" in out
+    assert "mlp: fitted on 4 run(s)" in out and "measured: median of its runs" in out
     result = ip.run_line_magic(
         "predict_time",
         f'mlp --store {filled} --batch-size 16,48 --epochs 2 --samples 960 '

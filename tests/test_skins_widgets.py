@@ -55,7 +55,7 @@ def test_panel_answers_and_follows_the_controls(store):
     assert panel.text != first
     assert iterations(panel) == 100 * 256 // panel.batch_size.value
     panel.batch_size.value = 16
-    assert "interpolation" in panel.text
+    assert "measured: median of its runs" in panel.text
     panel.batch_size.value = 1024
     assert "extrapolation" in panel.text
     panel.gpu.value = "Tesla T4"
@@ -283,8 +283,8 @@ def test_changes_do_not_refit_the_model(imported, monkeypatch):
 
 
 def test_one_change_predicts_once(imported, monkeypatch):
-    """The answer and the plot come from one prediction; the offers table asks its own, one
-    per GPU count of the offers chosen."""
+    """The answer, the plot and the offers table come from one prediction per change (the
+    offers table predicted again, once per GPU count of the chosen offers)."""
     from gpuperf_magics.prediction import predict
 
     asked = []
@@ -307,10 +307,18 @@ def test_one_change_predicts_once(imported, monkeypatch):
     job = asked[0]
     assert job.iterations == 2000 and job.gpu_count == 2 and len(job.batch_sizes) > 1
     assert iterations(panel) == 2000 and panel.figure is not None
-    # One offer of one GPU: the panel's prediction and one for that offer's GPU count.
+    # Offers of one and of several GPUs: still the panel's one prediction, and the offers'
+    # rows are the ones offers() computes on its own.
     asked.clear()
-    panel.instances.value = ["g4dn.xlarge"]
-    assert len(asked) == 2 and panel.offers is not None
+    panel.instances.value = ["g4dn.xlarge", "g4dn.12xlarge"]
+    assert len(asked) == 1 and panel.offers is not None
+    asked.clear()
+    panel.batch_size.value = 32
+    assert len(asked) == 1
+    alone = gm.offers(imported, panel.job().with_(gpus=None, gpu_count=None),
+                      instances=["g4dn.xlarge", "g4dn.12xlarge"])
+    assert list(panel.offers.frame["time_s"]) == pytest.approx(list(alone.frame["time_s"]))
+    assert list(panel.offers.frame["offer"]) == list(alone.frame["offer"])
 
 
 def test_the_answer_is_shown_as_predict_time_shows_a_prediction(imported):

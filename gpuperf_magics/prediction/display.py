@@ -20,7 +20,7 @@ from gpuperf_magics.units import format_duration, format_seconds
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["Shown", "as_html", "as_text", "header", "table"]
+__all__ = ["Shown", "as_html", "as_text", "header", "label", "table"]
 
 
 class Shown(Protocol):
@@ -48,7 +48,7 @@ def table(prediction: Shown) -> pd.DataFrame:
         if count > 1:
             device = f"{count}× {device}"
         extra = "".join(f" · {c}={r[c]:g}" for c in set_columns)
-        kind = r["kind"] + (f" ({r['detail']})" if r["detail"] else "")
+        kind = label(r["kind"], r["detail"])
         rows.append({
             "configuration": f"batch {int(r['batch_size'])} · {device}{extra}",
             "iterations": f"{int(r['iterations']):,}",
@@ -62,12 +62,67 @@ def table(prediction: Shown) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: How a model's detail opens on a row answered by its configuration's own runs, and what the
+#: label says instead (``"measured: median of its runs"``, not "interpolation (measured
+#: configuration (median of its runs))").
+_MEASURED = "measured configuration (median of its runs)"
+
+
+def label(kind: Any, detail: Any) -> str:
+    """One flat label for a row: ``"kind: detail"``, parentheses never nested.
+
+    A measured configuration reads ``"measured: median of its runs"``: it is answered by its
+    own runs, not interpolated. Parentheses inside parentheses in the model's detail become
+    commas (``"a (b (c))"`` → ``"a (b, c)"``).
+    """
+    kind = "" if not isinstance(kind, str) else kind
+    detail = "" if not isinstance(detail, str) else detail
+    if detail.startswith(_MEASURED):
+        kind, detail = "measured", "median of its runs" + detail[len(_MEASURED):]
+    elif detail.startswith("measured configuration"):
+        kind, detail = "measured", detail[len("measured configuration"):].lstrip(" ;,")
+    out, depth = [], 0
+    for ch in detail:
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                out.append("(")
+            else:
+                while out and out[-1] == " ":
+                    out.pop()
+                out.append(", ")
+        elif ch == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                out.append(")")
+        else:
+            out.append(ch)
+    flat = "".join(out).replace(", , ", ", ")
+    return f"{kind}: {flat}" if flat else kind
+
+
 def header(prediction: Shown) -> str:
-    """The network, what the model was fitted on, and its cross-validated error."""
+    """The network, what the model was fitted on, and one statement of its error: the
+    cross-validated error of moves to unmeasured batch sizes, and where each row's expected
+    error (the table's ``±``) comes from.
+
+    Each row's ``±`` is the validated error of its kind of prediction on these runs, or the
+    public data's figure for that kind where too few were validated: the header says which,
+    so that "n/a" beside rows of ``±7%`` no longer reads as a contradiction.
+    """
     p = prediction
-    cv = "n/a" if not math.isfinite(p.cv_mape) else f"{100 * p.cv_mape:.1f}%"
-    return (f"{p.network}: fitted on {p.runs} run(s) ({p.measured}); "
-            f"cross-validated error (MAPE) {cv}")
+    public = getattr(p, "public_errors", None)
+    if not math.isfinite(p.cv_mape):
+        cv = "not cross-validated (too few runs to validate a move to another batch size)"
+        rows = "the public data's figure for its kind of prediction"
+    else:
+        cv = (f"cross-validated error (MAPE) {100 * p.cv_mape:.1f}% on moves to unmeasured "
+              "batch sizes")
+        rows = ("validated on these runs" if public is False else
+                "validated on these runs, or the public data's figure where too few "
+                "predictions of its kind were")
+    return (f"{p.network}: fitted on {p.runs} run(s) ({p.measured}); {cv}; each row's "
+            f"expected error is {rows}")
 
 
 def as_text(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:

@@ -17,7 +17,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gpuperf_magics.prediction import display
 from gpuperf_magics.prediction.job import Job, spell
+from gpuperf_magics.prediction.record import Prediction
 from gpuperf_magics.prediction.store_model import PredictionError
 from gpuperf_magics.units import format_cost, format_duration
 
@@ -92,7 +94,7 @@ class Offers:
 
         rows = []
         for _, r in self.frame.iterrows():
-            kind = r["kind"] + (f" ({r['detail']})" if r["detail"] else "")
+            kind = display.label(r["kind"], r["detail"])
             rows.append({
                 "offer": r["offer"],
                 "GPUs": f"{int(r['gpus'])}× {r['gpu']}" if r["gpu"] else "CPU",
@@ -207,6 +209,7 @@ def offers(
     instances: list[str] | None = None,
     prices: str | os.PathLike[str] | pd.DataFrame | None = None,
     today: datetime.date | None = None,
+    prediction: Prediction | None = None,
     **fields: Any,
 ) -> Offers:
     """Predicted time and cost of one job on the measured device and on priced instances.
@@ -229,6 +232,11 @@ def offers(
         (:func:`gpuperf_magics.hardware.prices.prices`).
     today : date, optional
         The date the prices' age is counted to (default: today).
+    prediction : Prediction, optional
+        A prediction of the same job that already answers the measured device and every
+        chosen offer's GPU and count at the job's batch size (``predict_time(...,
+        also=offer_configurations(...))``, as the what-if panel asks): its rows are taken
+        instead of predicting again. One that lacks a row is not used.
     **fields
         Fields of a :class:`~gpuperf_magics.prediction.job.Job`, over those of ``job``.
 
@@ -271,7 +279,9 @@ def offers(
     asked = job.with_(network=net, batch_sizes=[int(batch_size)], deadline_s=None)
 
     notes: list[str] = []
-    first, by_count = _predict_per_count(store, asked, runs, chosen, notes)
+    reused = None if prediction is None else _from_prediction(prediction, int(batch_size),
+                                                               runs, chosen, notes)
+    first, by_count = reused or _predict_per_count(store, asked, runs, chosen, notes)
     frame = pd.DataFrame(_offer_rows(first, chosen, by_count, multi_measured))
     _memory(frame, runs, int(batch_size), notes)
     hours = frame["usd_per_hour"] / 3600
@@ -287,6 +297,48 @@ def offers(
                      f"oldest {age} days old): check the source pages before renting; add "
                      f"your own with {spell('prices')}")
     return Offers(network=net, frame=frame, deadline_s=job.deadline_s, notes=notes)
+
+
+def offer_configurations(instances: list[str] | None, batch_size: int, runs: pd.DataFrame,
+                         prices: Any = None) -> list[tuple[str, int, int]]:
+    """``(gpu, gpu_count, batch_size)`` of the measured device (at its count) and of each
+    chosen offer: what a prediction must answer for :func:`offers` to take it as
+    ``prediction=`` (``predict_time(..., also=...)``)."""
+    from gpuperf_magics.hardware.prices import prices as load_prices
+
+    chosen = _select(load_prices(prices), instances)
+    latest = runs.iloc[-1]
+    out: list[tuple[str, int, int]] = []
+    if isinstance(latest["gpu"], str) and latest["gpu"]:
+        out.append((latest["gpu"], max(1, int(latest["gpu_count"])), batch_size))
+    out += [(str(g), int(c), batch_size) for g, c in zip(chosen["gpu"], chosen["gpus"],
+                                                         strict=True)]
+    return list(dict.fromkeys(out))
+
+
+def _from_prediction(prediction: Prediction, batch_size: int, runs: pd.DataFrame,
+                     chosen: pd.DataFrame, notes: list[str],
+                     ) -> tuple[pd.Series, dict[int, pd.DataFrame]] | None:
+    """The measured device's row and the per-count frames taken from ``prediction`` (None
+    where it lacks one of them: the caller then predicts itself)."""
+    frame = prediction.frame[prediction.frame["batch_size"] == batch_size]
+    latest = runs.iloc[-1]
+    if isinstance(latest["gpu"], str) and latest["gpu"]:
+        first = frame[(frame["gpu"] == latest["gpu"])
+                      & (frame["gpu_count"] == max(1, int(latest["gpu_count"])))]
+    else:
+        first = frame[frame["gpu"].isna()]
+    by_count: dict[int, pd.DataFrame] = {}
+    for count in sorted(set(chosen["gpus"])):
+        rows = frame[(frame["gpu_count"] == count)
+                     & frame["gpu"].isin(chosen.loc[chosen["gpus"] == count, "gpu"])]
+        if set(rows["gpu"]) != set(chosen.loc[chosen["gpus"] == count, "gpu"]):
+            return None
+        by_count[int(count)] = rows
+    if first.empty:
+        return None
+    notes += [n for n in prediction.rows(frame.index).notes if n not in notes]
+    return first.iloc[0], by_count
 
 
 def _predict_per_count(store: Any, job: Job, runs: pd.DataFrame, chosen: pd.DataFrame,

@@ -119,7 +119,8 @@ def resolve_gpus(gpus: Sequence[str] | None, notes: list[str] | None = None) -> 
     return out
 
 
-def predict_time(store: Any = None, job: Job | str | None = None, **fields: Any) -> Prediction:
+def predict_time(store: Any = None, job: Job | str | None = None, *,
+                 also: Sequence[tuple[str, int, int]] = (), **fields: Any) -> Prediction:
     """Predict training time for configurations of a measured network.
 
     Parameters
@@ -135,6 +136,11 @@ def predict_time(store: Any = None, job: Job | str | None = None, **fields: Any)
         Fields of a :class:`~gpuperf_magics.prediction.job.Job` (``batch_sizes``,
         ``iterations``, ``epochs``, ``samples``, ``gpus``, ``gpu_count``, ``settings``,
         ``coverage``), over those of ``job``.
+    also : sequence of (gpu, gpu_count, batch_size), optional
+        More configurations answered in the same call, after the job's rows (their number is
+        ``frame.attrs["also_rows"]``): what the what-if panel asks for its offers, so that
+        one change predicts once (:func:`~.offers.offers` takes the result as
+        ``prediction=``).
 
     Returns
     -------
@@ -171,18 +177,32 @@ def predict_time(store: Any = None, job: Job | str | None = None, **fields: Any)
         raise PredictionError(f"{spell('gpu_count', value=False)} needs a GPU: the runs were "
                               f"measured on the CPU; add {spell('gpus')}")
     configs = _configurations(runs, devices, batch_sizes, job, features, notes)
+    if also:
+        configs = _also(configs, runs, also, job, features, notes)
     frame = _ask(fitted, runs, configs, measured_gpu, job.interval_coverage)
     for note in monotone_in_batch(frame, ["gpu", "gpu_count", *features]):
         _note(notes, note)
     frame.attrs["set_columns"] = sorted(job.settings)
-    device_label = measured_gpu or f"CPU {latest.get('cpu_model') or ''}".strip()
+    frame.attrs["also_rows"] = len(configs) - len(devices) * len(batch_sizes)
+    cpu = latest.get("cpu_model")
+    device_label = measured_gpu or f"CPU {cpu if isinstance(cpu, str) else ''}".strip()
     measured = (f"batch {', '.join(map(str, measured_batches))} on {device_label}"
                 if measured_batches else device_label)
     return Prediction(
         network=str(runs["network"].iloc[0]), frame=frame,
         cv_mape=float(model.cv_mape_),
         runs=len(runs), measured=measured, advice=list(model.advice_), notes=notes,
+        public_errors=_public_errors(model, str(runs["network"].iloc[0])),
     )
+
+
+def _public_errors(model: Any, network: str) -> bool | None:
+    """Whether a kind of prediction of ``network`` takes the public figure as its expected
+    error (too few of its moves validated on these runs); None where the model says not."""
+    moves = getattr(model, "moves_", {}).get(network)
+    if not moves:
+        return None
+    return any(bool(m.get("public")) for m in moves.values())
 
 
 def _check_settings(settings: dict[str, float], features: list[str]) -> None:
@@ -223,6 +243,21 @@ def _configurations(
                 row[feat] = job.settings.get(feat, latest.get(feat))
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _also(configs: pd.DataFrame, runs: pd.DataFrame, also: Sequence[tuple[str, int, int]],
+          job: Job, features: list[str], notes: list[str]) -> pd.DataFrame:
+    """``configs`` followed by one row per ``(gpu, gpu_count, batch_size)`` of ``also``."""
+    import pandas as pd
+
+    rows = []
+    for gpu, count, batch in also:
+        # The measured device keeps the name its runs carry (the model knows it by that).
+        name = gpu if gpu == runs["gpu"].iloc[-1] else resolve_gpus([gpu])[0]
+        one = _configurations(runs, [name], [int(batch)], job.with_(gpu_count=int(count)),
+                              features, notes)
+        rows.append(one)
+    return pd.concat([configs, *rows], ignore_index=True)
 
 
 def _ask(fitted: StoreModel, runs: pd.DataFrame, configs: pd.DataFrame,

@@ -42,6 +42,9 @@ class Prediction:
         What to profile next for better predictions.
     notes : list of str
         Assumptions made (iterations, default batch sizes...).
+    public_errors : bool or None
+        Whether some rows' expected error is a public figure standing in for a kind of
+        prediction too few runs validated (False: all validated here; None: unknown).
     """
 
     network: str
@@ -51,6 +54,7 @@ class Prediction:
     measured: str
     advice: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    public_errors: bool | None = None
 
     def rows(self, mask: Any) -> Prediction:
         """The same prediction restricted to some configurations (a boolean mask or index

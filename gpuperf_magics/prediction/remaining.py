@@ -2,9 +2,10 @@
 
 :func:`remaining_time` takes a run of a store that stopped before its end (``interrupted``,
 ``failed``, or ended early by ``--stop-after``, with its job length known from ``--epochs`` or
-``--total-iterations``) and
-estimates the rest from the run's own steady iterations (their mean, warm-up left out, so that
-evaluation and checkpoint pauses between steps count), blended with the store's model while
+``--total-iterations``) and estimates the rest from the run's own steady iterations (warm-up
+left out) by the one rule the job time learnt from a store takes too
+(:func:`~.store_model.steady_per_iteration`: a trimmed mean, the median on a busy run), blended
+with the store's model while
 the run has few iterations. Moved to another GPU, the own estimate is scaled by the model's
 ratio of that GPU to the run's device. Each choice is priced with the cheapest offer of the
 price table for its GPU and GPU count.
@@ -25,7 +26,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics.prediction.job import REMAINING_FIELDS, Job, spell
 from gpuperf_magics.prediction.live import blend
-from gpuperf_magics.prediction.store_model import PredictionError
+from gpuperf_magics.prediction.store_model import (
+    PER_ITERATION_RULE,
+    PredictionError,
+    steady_per_iteration,
+)
 from gpuperf_magics.units import format_cost, format_duration, format_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -113,16 +118,6 @@ def _partial_run_id(store: Any) -> int:
     return int(runs["run_id"].iloc[-1])
 
 
-def _own_per_iteration(durations: list[float]) -> float | None:
-    """Mean of the steady iterations' durations (None with fewer than 3).
-
-    An iteration lasts from one optimizer step to the next, so an evaluation or a checkpoint
-    between steps is inside the iteration after it: a plain mean counts such pauses as often
-    as they happened, where a trimmed mean would drop them. Warm-up is already left out.
-    """
-    return sum(durations) / len(durations) if len(durations) >= 3 else None
-
-
 def _price(table: pd.DataFrame, gpu: str | None, count: int) -> tuple[str, float]:
     """The cheapest offer for ``count`` × ``gpu``: its label and price (NaN if none)."""
     if gpu is None:
@@ -197,7 +192,8 @@ def remaining_time(
     left = max(0, total - done)
     elapsed = sum(i.duration_s for i in run.iterations)
     steady = [i.duration_s for i in run.iterations if not i.warmup]
-    own = _own_per_iteration(steady)
+    busy = run.quality.get("busy") if isinstance(run.quality, dict) else None
+    own = steady_per_iteration(steady, busy=bool(busy))
     notes: list[str] = []
 
     device = run.gpu or None
@@ -300,13 +296,14 @@ def _estimate(own: float | None, steady: int, model_row: Any) -> _Estimate:
     if model_row is None:
         assert own is not None  # the caller refused neither
         return _Estimate(own, 1 - FALLBACK_ERROR, 1 + FALLBACK_ERROR,
-                         f"{steady} steady iterations of the run")
+                         f"{steady} steady iterations of the run ({PER_ITERATION_RULE})")
     blended, weight = blend(own, steady, float(model_row["time_s"]))
     assert blended is not None  # the model gave a time
     return _Estimate(
         blended, float(model_row["time_low_s"] / model_row["time_s"]),
         float(model_row["time_high_s"] / model_row["time_s"]),
-        f"{steady} steady iterations of the run ({100 * weight:.0f}%) and the store's model "
+        f"{steady} steady iterations of the run ({PER_ITERATION_RULE}; {100 * weight:.0f}%) "
+        "and the store's model "
         f"({100 * (1 - weight):.0f}%)")
 
 

@@ -74,6 +74,26 @@ def steady_state(runs: pd.DataFrame) -> bool:
 TRIM = 0.1
 
 
+#: The one rule for a run's time per iteration, as the outputs name it: the job time learnt
+#: from a store and ``--remaining`` both take it.
+PER_ITERATION_RULE = "trimmed mean of its steady iterations (median on a busy run)"
+
+
+def steady_per_iteration(durations: Any, *, busy: bool = False) -> float | None:
+    """A run's seconds per iteration from its steady (non-warm-up) iterations: the mean of
+    the middle 80 % (:data:`TRIM` left out at each end), their median on a run flagged busy;
+    None with fewer than 3 iterations left. See :func:`robust_times` for why."""
+    import numpy as np
+
+    steady = np.sort(np.asarray(durations, dtype=float))
+    k = int(len(steady) * TRIM)
+    if len(steady) - 2 * k < 3:
+        return None
+    if busy:
+        return float(np.median(steady))
+    return float(steady[k : len(steady) - k].mean())
+
+
 def robust_times(store: Any, runs: pd.DataFrame) -> pd.Series:
     """Seconds per run to learn from: profiled runs' steady time as a robust mean × count.
 
@@ -93,15 +113,12 @@ def robust_times(store: Any, runs: pd.DataFrame) -> pd.Series:
     per_run = dict(iter(every.groupby("run_id", sort=False)))
     for i in profiled:
         durations = per_run.get(int(runs["run_id"].iloc[i]), every.iloc[:0])
-        steady = np.sort(durations.loc[~durations["warmup"].astype(bool), "duration_s"].to_numpy())
-        k = int(len(steady) * TRIM)
-        if len(steady) - 2 * k < 3:
-            continue
+        steady = durations.loc[~durations["warmup"].astype(bool), "duration_s"].to_numpy()
         busy = runs["busy"].iloc[i] if "busy" in runs else None
-        if busy is not None and not pd.isna(busy) and bool(busy):
-            per_iteration = float(np.median(steady))
-        else:
-            per_iteration = float(steady[k : len(steady) - k].mean())
+        per_iteration = steady_per_iteration(
+            steady, busy=busy is not None and not pd.isna(busy) and bool(busy))
+        if per_iteration is None:
+            continue
         times.iloc[i] = per_iteration * int(runs["iterations"].iloc[i])
     return times
 

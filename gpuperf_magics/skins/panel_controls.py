@@ -102,6 +102,8 @@ class PanelControls:
     again) and ``_network_changed``."""
 
     _quiet: bool
+    _requested: list[str]
+    _opening: Any  # the Job the panel opened with
     _update: Callable[..., None]
     _network_changed: Callable[[Any], None]
 
@@ -256,3 +258,45 @@ class PanelControls:
         if namespace.get("Out", {}).get(self._shown_in) is self:
             return f"Out[{self._shown_in}]"
         return f"from gpuperf_magics.skins.widgets import panel; panel({self._number})"
+
+    def _set_gpu_options(self, gpu: Any, *, opening: bool) -> None:
+        """The GPU choices: the measured device first, the GPUs asked for, then the catalog;
+        the user's choice kept across networks."""
+        from gpuperf_magics.hardware.catalog import find, gpus
+
+        self._measured = gpu if isinstance(gpu, str) and gpu else None
+        found = find(self._measured)
+        measured_name = None if found is None else str(found["gpu_name"])
+        previous_here, chosen = self._here, self.gpu.value
+        self._here = self._measured or CPU_LABEL
+        others = [str(g) for g in gpus()["name"] if g != measured_name]
+        listed = [g for g in self._requested if g in others]
+        options = [self._here, *listed, *[g for g in others if g not in listed]]
+        if opening and self._requested:
+            wanted = self._requested[0]
+        elif chosen != previous_here:
+            wanted = chosen
+        else:
+            wanted = self._here
+        self.gpu.options = options
+        self.gpu.value = wanted if wanted in options else self._here
+
+    def _set_features(self, model: Any, runs: Any) -> None:
+        """One number control per feature the model learnt besides the base ones, starting
+        at the latest run's value."""
+        import ipywidgets as w
+
+        from gpuperf_magics.prediction.store_model import BASE_FEATURES
+
+        self.features = {}
+        if model is not None:
+            for name in model.features:
+                if name in BASE_FEATURES:
+                    continue
+                known = runs[name].dropna()
+                start = self._opening.settings.get(name, float(known.iloc[-1]))
+                control = w.FloatText(value=start, description=name,
+                                      style=self._style, layout=self._layout)
+                control.observe(self._update, names="value")
+                self.features[name] = control
+        self._feature_box.children = tuple(self.features.values())

@@ -9,8 +9,8 @@ display code of ``%predict_time`` (:mod:`gpuperf_magics.prediction.display`) wit
 what it assumes; a plot of the job's time against batch size (measured points marked, the
 interval as a band, extrapolation dashed); and the offers table of
 :func:`gpuperf_magics.offers` (job time and cost per priced instance, a deadline picking the
-cheapest that meets it). An error inside a callback is shown in the panel and logged, never
-lost in the kernel's log.
+cheapest that meets it), whose rows the same prediction answers (``also=``). An error
+inside a callback is shown in the panel and logged, never lost in the kernel's log.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from gpuperf_magics.skins import plot
 from gpuperf_magics.skins.panel_controls import (
     _BOUNDS,
-    CPU_LABEL,
     SNAPSHOT_CLASS,
     PanelControls,
     starting_value,
@@ -189,6 +188,7 @@ class WhatIfPanel(PanelControls):
             runs["batch_size"]).median() if model is not None and len(runs) \
             else pd.Series(dtype=float)
         self._measured_per_iteration = {int(b): float(t) for b, t in per_it.items()}
+        self._runs = runs if model is not None else None  # what the offers' rows need
 
         self._set_gpu_options(latest.get("gpu"), opening=opening)
 
@@ -209,48 +209,6 @@ class WhatIfPanel(PanelControls):
             self.gpu_count.value = max(1, int(latest["gpu_count"]))
 
         self._set_features(model, runs)
-
-    def _set_gpu_options(self, gpu: Any, *, opening: bool) -> None:
-        """The GPU choices: the measured device first, the GPUs asked for, then the catalog;
-        the user's choice kept across networks."""
-        from gpuperf_magics.hardware.catalog import find, gpus
-
-        self._measured = gpu if isinstance(gpu, str) and gpu else None
-        found = find(self._measured)
-        measured_name = None if found is None else str(found["gpu_name"])
-        previous_here, chosen = self._here, self.gpu.value
-        self._here = self._measured or CPU_LABEL
-        others = [str(g) for g in gpus()["name"] if g != measured_name]
-        listed = [g for g in self._requested if g in others]
-        options = [self._here, *listed, *[g for g in others if g not in listed]]
-        if opening and self._requested:
-            wanted = self._requested[0]
-        elif chosen != previous_here:
-            wanted = chosen
-        else:
-            wanted = self._here
-        self.gpu.options = options
-        self.gpu.value = wanted if wanted in options else self._here
-
-    def _set_features(self, model: Any, runs: Any) -> None:
-        """One number control per feature the model learnt besides the base ones, starting
-        at the latest run's value."""
-        import ipywidgets as w
-
-        from gpuperf_magics.prediction.store_model import BASE_FEATURES
-
-        self.features = {}
-        if model is not None:
-            for name in model.features:
-                if name in BASE_FEATURES:
-                    continue
-                known = runs[name].dropna()
-                start = self._opening.settings.get(name, float(known.iloc[-1]))
-                control = w.FloatText(value=start, description=name,
-                                      style=self._style, layout=self._layout)
-                control.observe(self._update, names="value")
-                self.features[name] = control
-        self._feature_box.children = tuple(self.features.values())
 
     def _network_changed(self, change: Any) -> None:
         """Take the new network's latest batch size and dataset size as the starting point."""
@@ -328,13 +286,17 @@ class WhatIfPanel(PanelControls):
         on_gpu = self.gpu.value != self._here or self._measured is not None
         job = self.job()
         try:
-            prediction = self._predict_time(
-                self.store, job.with_(batch_sizes=self._plot_batches(), deadline_s=None))
+            whole = self._predict_time(
+                self.store, job.with_(batch_sizes=self._plot_batches(), deadline_s=None),
+                also=self._offer_configurations())
         except (PredictionError, UnknownGPUError, StoreError) as exc:
             self._show_error(str(exc))
             self.plot.outputs = ()
             self.offers_view.value = ""
             return
+        # The job's own rows (the offers' rows come after them): the answer and the plot.
+        prediction = whole.rows(whole.frame.index[:len(whole.frame)
+                                                  - whole.frame.attrs.get("also_rows", 0)])
         frame = prediction.frame
         here = frame[frame["batch_size"] == self.batch_size.value]
         answer = prediction.rows(here.index[-1:])  # the chosen GPU's row comes last
@@ -351,7 +313,7 @@ class WhatIfPanel(PanelControls):
         self._text = display.as_text(answer, notes)
         self.answer = answer
         for part, show in ((lambda: self._draw(prediction, job), self.plot),
-                           (lambda: self._show_offers(job), self.offers_view)):
+                           (lambda: self._show_offers(job, whole), self.offers_view)):
             try:
                 part()
             except Exception as exc:  # one part failing leaves the others standing
@@ -381,7 +343,22 @@ class WhatIfPanel(PanelControls):
         self.plot.outputs = (plot.png_output(self.figure,
                                              f"<plot of {self.network.value}'s job time>"),)
 
-    def _show_offers(self, job: Job) -> None:
+    def _offer_configurations(self) -> list[tuple[str, int, int]]:
+        """What the chosen offers need answered, asked in the panel's one prediction (none
+        where no offer is chosen, or where the offers cannot be read: the offers table then
+        says why)."""
+        from gpuperf_magics.prediction.offers import offer_configurations
+
+        if not self.instances.value or self._runs is None:
+            return []
+        try:
+            return offer_configurations(list(self.instances.value), self.batch_size.value,
+                                        self._runs, self._prices)
+        except Exception:  # the offers table shows the error itself
+            _log.debug("the offers' configurations could not be read", exc_info=True)
+            return []
+
+    def _show_offers(self, job: Job, prediction: Any = None) -> None:
         from gpuperf_magics.prediction.offers import offers
 
         if not self.instances.value:
@@ -389,7 +366,8 @@ class WhatIfPanel(PanelControls):
             self.offers_view.value = "<p>Choose offers above to compare their cost.</p>"
             return
         self.offers = offers(self.store, job.with_(gpus=None, gpu_count=None),
-                             instances=list(self.instances.value), prices=self._prices)
+                             instances=list(self.instances.value), prices=self._prices,
+                             prediction=prediction)
         self.offers_view.value = self.offers._repr_html_()
 
     @property
