@@ -207,8 +207,18 @@ def evidence(sources: tuple[str, ...], gpus: tuple[str, ...],
 
 
 @functools.lru_cache(maxsize=64)
-def gpu_moves(gpus: tuple[str, ...]) -> dict:
-    return gpu_transfer_params.build(gpus)
+def gpu_moves(gpus: tuple[str, ...], families: tuple[str, ...] = (),
+              sources: tuple[str, ...] = ()) -> dict:
+    """The learnt GPU move without the fold's GPUs, network families and data sets (one
+    learning per distinct set of pairs: a family the pairs lack changes nothing)."""
+    present = {family_of(c.split("|")[0])[0] for p in gpu_transfer_params._all_pairs().values()
+               for c in p["config"].unique()}
+    return _learnt(gpus, tuple(f for f in families if f in present), sources)
+
+
+@functools.lru_cache(maxsize=64)
+def _learnt(gpus: tuple[str, ...], families: tuple[str, ...], sources: tuple[str, ...]) -> dict:
+    return gpu_transfer_params.build(gpus, families, sources)
 
 
 def _pairs_naive(fold: Fold, base: EvidenceBase, peak: np.ndarray) -> np.ndarray:
@@ -255,7 +265,10 @@ def _as_rows(frame: pd.DataFrame) -> pd.DataFrame:
 def fit_fold(fold: Fold, k: int = 0) -> pd.DataFrame:
     """The fold's held-out rows with the three methods' predictions and the interval."""
     base = evidence(fold.sources, fold.exclude_gpus, fold.exclude_families)
-    moves = gpu_moves(fold.exclude_gpus) if fold.exclude_gpus else None
+    # The learnt move too is rebuilt without what the fold holds out: its GPUs, its network's
+    # family, and the data sets its evidence may not read (across data sets).
+    left_out = tuple(s for s in DATA if s not in fold.sources)
+    moves = gpu_moves(fold.exclude_gpus, fold.exclude_families, left_out)
     x, y = fold.train.drop(columns="time_s"), fold.train["time_s"].to_numpy(float)
     xt = fold.test.drop(columns="time_s")
     table_ = TrainingTimeModel(gpu_moves=moves, evidence=base).fit(x, y).predict_table(xt)
@@ -267,7 +280,8 @@ def fit_fold(fold: Fold, k: int = 0) -> pd.DataFrame:
         "actual": fold.test["time_s"].to_numpy(float), "default": table_["time_s"].to_numpy(),
         "peak": peak, "pairs": _pairs_naive(fold, base, peak),
         "low": table_["time_low_s"].to_numpy(), "high": table_["time_high_s"].to_numpy(),
-        "bucket": [bucket_of(d) for d in table_["detail"]]})
+        "bucket": [bucket_of(d) for d in table_["detail"]],
+        "detail": table_["detail"].to_numpy()})
 
 
 def bucket_of(detail: object) -> str:
