@@ -119,8 +119,10 @@ class EvidenceMove:
                  coverage: float) -> tuple[float, float, float]:
         """(low, high, MAPE) of the move ``last``: the user's validated residuals of its
         bucket where there are enough, else the public calibration scaled by its spread."""
-        if last.bucket == "gpu:spec" and self.prior_move.n_pairs:
-            return self._prior_interval(coverage)
+        if last.bucket == "gpu:spec":
+            spec = self._spec_interval(own, coverage)
+            if spec is not None:
+                return spec
         public = interval(self.public.calibration, last.bucket, coverage, last.sd)
         res = own.get(last.bucket)
         if res is None or len(res) < OWN_CALIBRATION:
@@ -133,15 +135,28 @@ class EvidenceMove:
             return min(mine[0], public[0]), max(mine[1], public[1]), max(mine[2], public[2])
         return mine
 
-    def _prior_interval(self, coverage: float) -> tuple[float, float, float]:
-        """No evidence: the move is the spec-sheet prior (:attr:`prior_move`), whose own
-        errors on held-out GPUs of the public data were measured (its 10th and 90th
-        percentiles; other coverages by a normal's quantiles). The public calibration of the
-        ``spec`` bucket measures the plain peak ratio, not the learnt move, and would be
-        too wide wherever the learnt move is better."""
-        scale = NormalDist().inv_cdf((1 + coverage) / 2) / NormalDist().inv_cdf(0.9)
+    def _spec_interval(self, own: dict[str, np.ndarray], coverage: float
+                       ) -> tuple[float, float, float] | None:
+        """No evidence on the two GPUs: the move is the spec-sheet prior (:attr:`prior_move`).
+
+        The public calibration of the ``spec`` bucket measures the plain peak ratio over
+        every public source, and is too wide where the learnt move is better and the user's
+        machines behave (lambda2025: 98% inside). Where the user's own GPU moves were
+        validated (:data:`OWN_CALIBRATION` or more, every bucket pooled), their errors say how
+        this user's machines behave; the interval is the wider of those and the learnt
+        move's own errors on held-out GPUs (its 10th and 90th percentiles, other coverages by
+        a normal's quantiles): a move with no evidence errs at least as much as one with it.
+        None: no own validation (the public calibration then)."""
+        pooled = [r for b, r in own.items() if b.startswith("gpu:")]
+        res = np.concatenate(pooled) if pooled else np.zeros(0)
+        if len(res) < OWN_CALIBRATION:
+            return None
+        lo, hi, mape = interval({"gpu:spec": summary(res)}, "gpu:spec", coverage)
         m = self.prior_move
-        return min(scale * m.q_lo, 0.0), max(scale * m.q_hi, 0.0), float(m.mape)
+        if m.n_pairs and m.weight > 0:
+            scale = NormalDist().inv_cdf((1 + coverage) / 2) / NormalDist().inv_cdf(0.9)
+            lo, hi, mape = min(lo, scale * m.q_lo), max(hi, scale * m.q_hi), max(mape, m.mape)
+        return min(lo, 0.0), max(hi, 0.0), mape
 
 
 def _rank(bucket: str) -> int:
