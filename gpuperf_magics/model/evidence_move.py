@@ -7,11 +7,11 @@ per sample ``r = log(t_T/b_T) − log(t_S/b_S)``. Each weighs by how alike it is
 up on a faster GPU, so they borrow from small iterations; its kind of network; whether its
 precision on each device is the query's) and by its source's quality. Then:
 
-- **direct**: the weighted mean ``m`` of the pairs' ratios, their weighted spread ``τ²`` and
-  the evidence's strength ``n`` (a move between precisions: the weighted median, over every
-  batch, with a wide kernel in time; see :class:`Settings`): over network families, the sum of each family's best weight
-  (weights are at most 1: ten batch sizes of one network are one network's evidence, and
-  workloads unlike the query count for little);
+- **direct**: the weighted mean ``m`` of the pairs' ratios (a move between precisions: the
+  weighted median, over every batch, with a wide kernel in time; see :class:`Settings`),
+  their weighted spread ``τ²`` and the evidence's strength ``n``: over network families, the
+  sum of each family's best weight (weights are at most 1: ten batch sizes of one network
+  are one network's evidence, and workloads unlike the query count for little);
 - **chain** (no direct pair): S → M → T through the device M with the strongest evidence on
   both hops; the means add, the spreads add, the variance of the mean takes both hops'
   spreads (the hops rest on different workloads), and the strength is half the weaker hop's;
