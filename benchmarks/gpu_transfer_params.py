@@ -12,6 +12,7 @@ gavel2020 is kept out: it is the data set the project looks at last, once the de
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from pathlib import Path
@@ -73,26 +74,48 @@ def lambda_table() -> pd.DataFrame:
     return with_peaks(table[[*LAMBDA_CONFIG, "gpu", "t", "batch_size"]])
 
 
-def public_pairs(exclude_gpus: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
+#: The data set each kind of move is learnt from.
+KIND_SOURCE = {"recorded": "lambda2025", "unrecorded": "sia2023"}
+
+
+@functools.lru_cache(maxsize=1)
+def _all_pairs() -> dict[str, pd.DataFrame]:
+    return {"recorded": gpu_move.pairs(lambda_table(), LAMBDA_CONFIG),
+            "unrecorded": gpu_move.pairs(sia_table(), SIA_CONFIG)}
+
+
+def public_pairs(exclude_gpus: tuple[str, ...] = (), exclude_families: tuple[str, ...] = (),
+                 exclude_sources: tuple[str, ...] = ()) -> dict[str, pd.DataFrame]:
     """Pairs by kind: lambda2025 records the precision, sia2023 does not.
 
-    Pairs touching ``exclude_gpus`` are left out (the benchmark's leave-one-GPU-out folds).
+    Pairs touching ``exclude_gpus`` are left out (the benchmark's leave-one-GPU-out folds),
+    and so are the pairs of networks of ``exclude_families`` (with their aliases: sia's
+    ``imagenet`` is ResNet-50) and every pair of ``exclude_sources``: a fold that holds a
+    network or a data set out learns its move without them.
     """
-    kinds = {
-        "recorded": gpu_move.pairs(lambda_table(), LAMBDA_CONFIG),
-        "unrecorded": gpu_move.pairs(sia_table(), SIA_CONFIG),
-    }
-    return {k: p[~p["gpu_src"].isin(exclude_gpus) & ~p["gpu_dst"].isin(exclude_gpus)]
-            .reset_index(drop=True) for k, p in kinds.items()}
+    from gpuperf_magics.model.evidence import family_of
+
+    out = {}
+    for k, p in _all_pairs().items():
+        if KIND_SOURCE[k] in exclude_sources:
+            p = p.iloc[:0]
+        fam = p["config"].str.split("|").str[0].map(lambda n: family_of(n)[0])
+        keep = (~p["gpu_src"].isin(exclude_gpus) & ~p["gpu_dst"].isin(exclude_gpus)
+                & ~fam.isin(exclude_families))
+        out[k] = p[keep].reset_index(drop=True)
+    return out
 
 
 SOURCES = {"recorded": "lambda2025 (precision recorded), GPUs held out in 6 groups",
            "unrecorded": "sia2023 (no precision), GPUs held out in 5 groups"}
 
 
-def build(exclude_gpus: tuple[str, ...] = ()) -> dict[str, gpu_move.GpuMove]:
-    return {k: gpu_move.learn(p, source=SOURCES[k])
-            for k, p in public_pairs(exclude_gpus).items()}
+def build(exclude_gpus: tuple[str, ...] = (), exclude_families: tuple[str, ...] = (),
+          exclude_sources: tuple[str, ...] = ()) -> dict[str, gpu_move.GpuMove]:
+    """The learnt moves, without some GPUs, network families or data sets (see
+    :func:`public_pairs`)."""
+    return {k: gpu_move.learn(p, source=SOURCES[k]) for k, p in
+            public_pairs(exclude_gpus, exclude_families, exclude_sources).items()}
 
 
 def text() -> str:

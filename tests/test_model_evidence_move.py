@@ -72,7 +72,9 @@ def test_a_move_without_a_direct_pair_chains_through_a_shared_gpu() -> None:
     est = estimate([_base(rows)], Query("A|fp32", "T|fp32", math.log(0.1), math.log(8.0)),
                    prior=0.0, s=S)
     assert est.bucket == "gpu:chain" and est.detail.startswith("via M")
-    assert math.exp(est.log_ratio) == pytest.approx(0.125, rel=0.1)  # 0.5 × 0.25
+    # 0.5 × 0.25, drawn a little towards the prior (1): a chain's mean is known no better
+    # than one pair of each hop.
+    assert 0.125 < math.exp(est.log_ratio) < 0.125 * 1.15
 
 
 def test_no_evidence_is_the_spec_sheet_and_little_evidence_shrinks_towards_it() -> None:

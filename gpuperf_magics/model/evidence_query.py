@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
@@ -118,10 +119,44 @@ class EvidenceMove:
                  coverage: float) -> tuple[float, float, float]:
         """(low, high, MAPE) of the move ``last``: the user's validated residuals of its
         bucket where there are enough, else the public calibration scaled by its spread."""
+        if last.bucket == "gpu:spec":
+            spec = self._spec_interval(own, coverage)
+            if spec is not None:
+                return spec
+        public = interval(self.public.calibration, last.bucket, coverage, last.sd)
         res = own.get(last.bucket)
-        if res is not None and len(res) >= OWN_CALIBRATION:
-            return interval({last.bucket: summary(res)}, last.bucket, coverage)
-        return interval(self.public.calibration, last.bucket, coverage, last.sd)
+        if res is None or len(res) < OWN_CALIBRATION:
+            return public
+        mine = interval({last.bucket: summary(res)}, last.bucket, coverage)
+        if last.bucket.endswith(("direct", "weak")):
+            # The user's validated moves came from every other GPU of a network at once (their
+            # median); a network measured on one GPU moves from that one: its error is at
+            # least what single moves of the public base made. The wider of the two.
+            return min(mine[0], public[0]), max(mine[1], public[1]), max(mine[2], public[2])
+        return mine
+
+    def _spec_interval(self, own: dict[str, np.ndarray], coverage: float
+                       ) -> tuple[float, float, float] | None:
+        """No evidence on the two GPUs: the move is the spec-sheet prior (:attr:`prior_move`).
+
+        The public calibration of the ``spec`` bucket measures the plain peak ratio over
+        every public source, and is too wide where the learnt move is better and the user's
+        machines behave (lambda2025: 98% inside). Where the user's own GPU moves were
+        validated (:data:`OWN_CALIBRATION` or more, every bucket pooled), their errors say how
+        this user's machines behave; the interval is the wider of those and the learnt
+        move's own errors on held-out GPUs (its 10th and 90th percentiles, other coverages by
+        a normal's quantiles): a move with no evidence errs at least as much as one with it.
+        None: no own validation (the public calibration then)."""
+        pooled = [r for b, r in own.items() if b.startswith("gpu:")]
+        res = np.concatenate(pooled) if pooled else np.zeros(0)
+        if len(res) < OWN_CALIBRATION:
+            return None
+        lo, hi, mape = interval({"gpu:spec": summary(res)}, "gpu:spec", coverage)
+        m = self.prior_move
+        if m.n_pairs and m.weight > 0:
+            scale = NormalDist().inv_cdf((1 + coverage) / 2) / NormalDist().inv_cdf(0.9)
+            lo, hi, mape = min(lo, scale * m.q_lo), max(hi, scale * m.q_hi), max(mape, m.mape)
+        return min(lo, 0.0), max(hi, 0.0), mape
 
 
 def _rank(bucket: str) -> int:

@@ -33,6 +33,13 @@ PARAMS_FILE = "gpu_transfer.json"
 #: Version of the file's format; bump when the formula changes.
 FORMAT = 1
 RHO_GRID = (0.0, 5.0, 10.0, 20.0, 40.0, 80.0)
+#: Bounds of the share's sigmoid. Unbounded, lambda2025's pairs (0.04-9.5 s per iteration,
+#: hardly any fixed share) drove it to a step (α −139.7, β 140.9: no share below 9.8 s, all of
+#: it above), placed at the edge of the data for its longest pair: a cliff for any longer
+#: iteration and no better a fit (mean |log error| 0.22195 against 0.22197 with no share at
+#: all). |β| ≤ 4: the share takes at least about a decade of iteration time to go from 10% to
+#: 90%.
+ALPHA_MAX, BETA_MAX = 30.0, 4.0
 WEIGHTS = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
@@ -179,6 +186,7 @@ def _fit_shape(p: pd.DataFrame) -> tuple[float, float, float]:
             return float(np.mean(np.abs(np.log(f) - target)))
 
         res = minimize(loss, np.array([-2.0, -1.0]), method="Nelder-Mead",
+                       bounds=[(-ALPHA_MAX, ALPHA_MAX), (-BETA_MAX, BETA_MAX)],
                        options={"xatol": 1e-3, "fatol": 1e-5, "maxiter": 300})
         if res.fun < best[0]:
             best = (float(res.fun), rho, float(res.x[0]), float(res.x[1]))
