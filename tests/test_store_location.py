@@ -169,3 +169,15 @@ def test_a_hash_password_is_masked_when_the_server_is_away(
                                                                "GPUPERF_STORE": conninfo})
     assert proc.returncode == 2 and "cannot be reached" in proc.stderr
     assert _secret_free(proc.stdout + proc.stderr) and "Traceback" not in proc.stderr
+
+
+def test_a_store_in_a_command_to_copy_survives_the_shell():
+    """A libpq string holding quotes and spaces, shown in "gpuperf migrate ...", splits back to
+    itself in a POSIX shell (it broke the command when wrapped in bare single quotes)."""
+    import shlex
+
+    from gpuperf_magics.store.location import shell_quote
+
+    for text in ["/tmp/my store.sqlite", "host=db options='-c search_path=gm' password=***",
+                 "postgresql://ann:***@db/runs?sslmode=require"]:
+        assert shlex.split(f"gpuperf migrate {shell_quote(text)}") == ["gpuperf", "migrate", text]

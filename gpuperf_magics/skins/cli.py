@@ -12,9 +12,10 @@
     gpuperf demo
 
 Every command takes ``--store PATH_OR_URL`` (default: ``$GPUPERF_STORE``, else the per-user
-store); a ``postgresql://`` URL names a server store. The commands that only read (runs,
-predict, evaluate, sync's SRC) refuse a store file that does not exist rather than read it as
-empty; import, migrate create it (demo writes a temporary store unless given one).
+store); a ``postgresql://`` URL or a libpq ``key=value`` string names a server store. The
+commands that only read (runs, predict, evaluate, sync's SRC) refuse a store file that does not
+exist rather than read it as empty; import, migrate create it (demo writes a temporary store
+unless given one).
 The commands share the code of the magics: :mod:`gpuperf_magics.prediction.predict`,
 :mod:`gpuperf_magics.prediction.options` (``predict`` takes the options of ``%predict_time``)
 and :class:`gpuperf_magics.Store`. Errors print one line to stderr and exit with status 2; a
@@ -58,7 +59,8 @@ RUN_LEGEND = ("timed_it: the iterations time_s covers (it_median_s: their median
               "and 4 warmup_it.")
 
 #: The store option's help, but for the demo, which never writes to the user's store.
-STORE_HELP = "SQLite file or postgresql:// URL (default: $GPUPERF_STORE, else the per-user store)"
+STORE_HELP = ("SQLite file, postgresql:// URL or libpq 'host=... dbname=...' string "
+              "(default: $GPUPERF_STORE, else the per-user store)")
 DEMO_STORE_HELP = ("SQLite file to write the demo's runs to (default: a temporary store, "
                    "deleted when the demo ends: $GPUPERF_STORE and the per-user store are "
                    "never used, so the demo does not mix with your runs)")

@@ -152,8 +152,8 @@ class GpuPerf(Magics):
     store = Unicode(
         None,
         allow_none=True,
-        help="SQLite file or postgresql:// URL of the store used when --store is not given "
-        "(default: $GPUPERF_STORE, else a per-user data directory).",
+        help="SQLite file, postgresql:// URL or libpq key=value string of the store used when "
+        "--store is not given (default: $GPUPERF_STORE, else a per-user data directory).",
     ).tag(config=True)
 
     prices = Unicode(
@@ -198,8 +198,8 @@ class GpuPerf(Magics):
     @argument("-n", "--name", help="Network/workload label. Default: the model's class and "
               "parameter count, e.g. ResNet-25.6M (runs of one name are learnt as one network).")
     @argument("--store", metavar="PATH_OR_URL", help="Store to write the run to: an SQLite "
-              "file or a postgresql://user@host/db URL. Default: %%config GpuPerf.store, else "
-              "$GPUPERF_STORE, else the per-user store.")
+              "file, a postgresql://user@host/db URL or a libpq 'host=... dbname=...' string. "
+              "Default: %%config GpuPerf.store, else $GPUPERF_STORE, else the per-user store.")
     @argument("--warmup", type=int, metavar="K", help="Flag the first K iterations as warm-up "
               "(kept, but left out of the statistics). Default: the first iteration plus any "
               "leading iterations still much slower than the rest.")

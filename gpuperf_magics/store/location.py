@@ -270,3 +270,10 @@ def _file(text: str) -> Location:
     # Absolute now, so that a notebook's %cd does not move the store.
     path = Path(os.path.abspath(os.path.expanduser(text)))
     return Location("sqlite", path=path, display=str(path))
+
+
+def shell_quote(text: str) -> str:
+    """``text`` in single quotes for a POSIX shell, a quote inside it closed, escaped and
+    reopened: a store shown in a command to copy (``gpuperf sync``, ``gpuperf migrate``) may
+    hold spaces and quotes (a libpq ``options='-c x'``) that would break it unquoted."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"

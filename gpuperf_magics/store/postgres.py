@@ -17,7 +17,7 @@ from typing import Any
 
 from gpuperf_magics.store import schema
 from gpuperf_magics.store.errors import ANOTHER_STORE, StoreError, StoreVersionError
-from gpuperf_magics.store.location import Location, redact
+from gpuperf_magics.store.location import Location, redact, shell_quote
 
 #: pg_advisory_xact_lock key serialising concurrent ``gpuperf migrate`` runs ("gpmg").
 _MIGRATION_LOCK = schema.APPLICATION_ID
@@ -126,7 +126,7 @@ def ensure_schema(conn: Any, location: Location) -> None:
     if version == 0:
         raise StoreError(
             f"the database {shown} holds no gpuperf_magics store yet: create it once with "
-            f"`gpuperf migrate '{shown}'` (as a role that may create tables), or "
+            f"`gpuperf migrate {shell_quote(shown)}` (as a role that may create tables), or "
             f"{ANOTHER_STORE}.",
             path=shown,
         )
@@ -141,8 +141,8 @@ def ensure_schema(conn: Any, location: Location) -> None:
         raise StoreError(
             f"the store {shown} has an older schema (version {version}; this gpuperf-magics "
             f"uses {latest}). A server store is upgraded only on purpose, for everybody: run "
-            f"`gpuperf migrate '{shown}'` once (teammates then need this version too), or "
-            f"keep using the older gpuperf-magics.",
+            f"`gpuperf migrate {shell_quote(shown)}` once (teammates then need this version too), "
+            f"or keep using the older gpuperf-magics.",
             path=shown,
         )
     missing = [t for t in schema.REQUIRED_TABLES if t not in tables]

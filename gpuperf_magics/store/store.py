@@ -18,6 +18,7 @@ from gpuperf_magics.store.arguments import run_ids
 from gpuperf_magics.store.backends import SqliteBackend
 from gpuperf_magics.store.errors import RunNotFoundError, StoreError
 from gpuperf_magics.store.fingerprints import ImportedFile
+from gpuperf_magics.store.location import shell_quote
 from gpuperf_magics.store.paths import fallback_store_path
 from gpuperf_magics.store.reader import StoreReader, StoreToken
 from gpuperf_magics.store.schema import Migrated, latest_version
@@ -136,7 +137,7 @@ class Store(StoreReader):
         err.args = (
             f"{err.args[0]} The run is kept in memory and in the local store {fallback.path} "
             f"(run {fallback_id}); once the server is back, push it with: gpuperf sync "
-            f"'{fallback.path}' '{self._shown}'"
+            f"{shell_quote(str(fallback.path))} {shell_quote(self._shown)}"
             + (" (put your password where *** stands, or better keep it in ~/.pgpass or "
                "PGPASSWORD and leave it out of the URL)" if "***" in self._shown else ""),
         )
