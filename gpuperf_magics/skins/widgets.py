@@ -285,10 +285,18 @@ class WhatIfPanel(PanelControls):
             return
         on_gpu = self.gpu.value != self._here or self._measured is not None
         job = self.job()
+        asked = job.with_(batch_sizes=self._plot_batches(), deadline_s=None)
+        also = self._offer_configurations()
         try:
-            whole = self._predict_time(
-                self.store, job.with_(batch_sizes=self._plot_batches(), deadline_s=None),
-                also=self._offer_configurations())
+            try:
+                whole = self._predict_time(self.store, asked, also=also)
+            except (PredictionError, UnknownGPUError) as exc:
+                if not also:
+                    raise
+                # An offer's GPU the runs cannot reach (CPU runs without FLOPs, say) must not
+                # take the answer with it: the job alone, and the offers table says why.
+                _log.debug("the offers' rows could not be predicted: %s", exc)
+                whole = self._predict_time(self.store, asked, also=[])
         except (PredictionError, UnknownGPUError, StoreError) as exc:
             self._show_error(str(exc))
             self.plot.outputs = ()
