@@ -154,7 +154,7 @@ def test_download_if_missing_false_never_downloads(
 def test_data_home_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert datasets.get_data_home(tmp_path) == tmp_path
     assert datasets.get_data_home() == SHARED_DATA  # the fixture sets GPUPERF_DATA_HOME
-    monkeypatch.delenv(datasets.DATA_HOME_ENV)
+    monkeypatch.delenv(datasets.DATA_HOME_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert datasets.get_data_home() == tmp_path / "cache" / "gpuperf_magics" / "datasets"
     monkeypatch.delenv("XDG_CACHE_HOME")
@@ -167,7 +167,7 @@ def test_data_home_default_is_platformdirs_user_cache(monkeypatch: pytest.Monkey
     """The default follows platformdirs' rule for the platform, as the store's folder does."""
     import platformdirs
 
-    monkeypatch.delenv(datasets.DATA_HOME_ENV)
+    monkeypatch.delenv(datasets.DATA_HOME_ENV, raising=False)
     cache = Path(platformdirs.user_cache_dir("gpuperf_magics", appauthor=False))
     assert datasets.get_data_home() == cache / "datasets"
 
@@ -175,7 +175,7 @@ def test_data_home_default_is_platformdirs_user_cache(monkeypatch: pytest.Monkey
 def test_default_home_downloads_into_the_user_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(datasets.DATA_HOME_ENV)
+    monkeypatch.delenv(datasets.DATA_HOME_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(datasets, "_download", FakeGitHub())
     datasets.fetch_lattuada2022()
