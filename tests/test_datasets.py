@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from shared_data import SHARED_DATA
+from shared_data import NO_DATA, SHARED_DATA
 
 from gpuperf_magics import datasets
 from gpuperf_magics.datasets import ChecksumError, DatasetNotFoundError, lattuada2022
@@ -18,7 +18,7 @@ from gpuperf_magics.datasets import ChecksumError, DatasetNotFoundError, lattuad
 # The shared data folder as the data home, and an empty table cache (conftest).
 pytestmark = [
     pytest.mark.skipif(
-        not SHARED_DATA.is_dir(), reason=f"the shared data folder {SHARED_DATA} is not here"
+        not SHARED_DATA.is_dir(), reason=NO_DATA
     ),
     pytest.mark.usefixtures("fresh_datasets_cache"),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from shared_data import SHARED_DATA, csv_rows
+from shared_data import NO_DATA, SHARED_DATA, csv_rows
 
 from gpuperf_magics import datasets
 from gpuperf_magics.hardware import catalog
@@ -12,7 +12,7 @@ from gpuperf_magics.hardware import catalog
 # The shared data folder as the data home, and an empty table cache (conftest).
 pytestmark = [
     pytest.mark.skipif(
-        not SHARED_DATA.is_dir(), reason=f"the shared data folder {SHARED_DATA} is not here"
+        not SHARED_DATA.is_dir(), reason=NO_DATA
     ),
     pytest.mark.usefixtures("fresh_datasets_cache"),
 ]

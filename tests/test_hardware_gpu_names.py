@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from catalog_rows import gpu_rows
-from shared_data import SHARED_DATA
+from shared_data import NO_DATA, SHARED_DATA
 
 from gpuperf_magics.hardware import catalog, gpu_names
 from gpuperf_magics.hardware.catalog import UnknownGPUError
@@ -295,7 +295,7 @@ def _column(path: Path, column: str) -> set[str]:
         return {row[column] for row in csv.DictReader(file)}
 
 
-@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"{SHARED_DATA} is not here")
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=NO_DATA)
 def test_every_gpu_named_in_the_public_datasets_resolves_to_its_row() -> None:
     from gpuperf_magics.datasets import lattuada2022, sia2023
 

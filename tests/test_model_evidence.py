@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from shared_data import SHARED_DATA
+from shared_data import NO_DATA, SHARED_DATA
 
 from gpuperf_magics.model import evidence as ev
 
@@ -73,7 +73,7 @@ def test_a_rebuild_of_a_small_fixture_gives_the_same_bytes(
     assert "Tesla V100-SXM2-16GB" not in set(less.frame["gpu"])
 
 
-@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"public data not found at {SHARED_DATA}")
+@pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=NO_DATA)
 def test_the_shipped_evidence_is_what_its_script_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
     script = _script(monkeypatch, SHARED_DATA)
     shipped = (ROOT / "gpuperf_magics" / "model" / ev.EVIDENCE_FILE).read_text()

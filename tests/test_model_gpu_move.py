@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from shared_data import SHARED_DATA
+from shared_data import NO_DATA, SHARED_DATA
 
 DATA = SHARED_DATA
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason=f"public data not found at {DATA}")
+@pytest.mark.skipif(not DATA.is_dir(), reason=NO_DATA)
 def test_the_shipped_gpu_moves_are_what_their_script_regenerates(monkeypatch) -> None:
     import importlib.util
     import sys

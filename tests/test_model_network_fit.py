@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from model_data import steady, synthetic
-from shared_data import SHARED_DATA
+from shared_data import NO_DATA, SHARED_DATA
 
 from gpuperf_magics.model import TrainingTimeModel
 
@@ -17,7 +17,7 @@ DATA = SHARED_DATA
 
 
 needs_data = pytest.mark.skipif(
-    not DATA.is_dir(), reason=f"public data not found at {DATA} (../shared/data)"
+    not DATA.is_dir(), reason=NO_DATA
 )
 
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from made_runs import make_gpu_run as make_run
-from shared_data import SHARED_DATA
+from shared_data import NO_DATA, SHARED_DATA
 
 from gpuperf_magics.store import ImportValidationError, Store
 
@@ -124,7 +124,7 @@ def test_empty_table_imports_nothing(store: Store) -> None:
     assert store.revision() == 0 and not store.path.exists()
 
 
-@pytest.mark.skipif(not (DATA / "lattuada2022").is_dir(), reason="shared data not available")
+@pytest.mark.skipif(not (DATA / "lattuada2022").is_dir(), reason=NO_DATA)
 def test_import_lattuada_measurements(store: Store) -> None:
     path = DATA / "lattuada2022" / "alexnet_pt.csv"
     mapping = {
@@ -145,7 +145,7 @@ def test_import_lattuada_measurements(store: Store) -> None:
     assert set(df["source"]) == {"lattuada2022"}
 
 
-@pytest.mark.skipif(not (DATA / "sia2023").is_dir(), reason="shared data not available")
+@pytest.mark.skipif(not (DATA / "sia2023").is_dir(), reason=NO_DATA)
 def test_import_sia_step_times(store: Store) -> None:
     path = DATA / "sia2023" / "bert" / "placements-aws.csv"
     ids = store.import_table(path, {"step_time": "time_s", "local_bsz": "batch_size"},
