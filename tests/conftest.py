@@ -187,3 +187,17 @@ def imported_t4_store(tmp_path):
     path = tmp_path / "imported.sqlite"
     gm.Store(path).import_table(per_step_times("resnet"), gpu="T4")
     return path
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """accelerate keeps one process-wide state; each Trainer/Accelerator of a test sets its
+    own (the framework tests of capture: frameworks and stopping)."""
+    pytest.importorskip("accelerate")
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()

@@ -32,19 +32,6 @@ def classification_data(samples: int) -> torch.utils.data.TensorDataset:
                                           torch.randint(0, 4, (samples,), generator=g))
 
 
-@pytest.fixture
-def fresh_accelerate_state():
-    """accelerate keeps one process-wide state; each Trainer/Accelerator here sets its own."""
-    pytest.importorskip("accelerate")
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-
-
 @pytest.mark.parametrize(("accumulate", "precision", "steps", "batch"), [
     (1, "32-true", 16, 4),      # 64 samples, batch 4, 1 epoch: 16 steps
     (2, "bf16-mixed", 16, 8),   # 2 epochs of 16 micro-batches of 4, two per step

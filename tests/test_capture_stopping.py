@@ -347,19 +347,6 @@ def test_the_auto_rule_reads_cuda_events_only_once_the_gpu_has_done_them():
 
 
 # ---------------------------------------------------------------- frameworks
-@pytest.fixture
-def fresh_accelerate_state():
-    """accelerate keeps one process-wide state; each Trainer here sets its own."""
-    pytest.importorskip("accelerate")
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(True)
-    GradientState._reset_state()
-
-
 def test_stop_after_ends_a_lightning_fit(tmp_path):
     L = pytest.importorskip("lightning")
 
