@@ -252,7 +252,8 @@ def read(args: argparse.Namespace) -> PredictionOptions:
         if args.remaining is None:
             return PredictionOptions(job, suggest=suggest)
         if suggest:
-            raise PredictionError("--suggest goes with a prediction, not with --remaining")
+            raise PredictionError("--suggest ranks what to profile next for a prediction, not "
+                                  "for --remaining: drop one of the two")
         job.refuse_but(REMAINING_FIELDS, "--remaining", why="the run says its network, "
                        "batch size and job length (give --gpu NAME to move it)")
         run_id = None
