@@ -18,3 +18,23 @@ def test_cpu_to_gpu_rows_need_a_flops_count() -> None:
     assert rows["kind"].iloc[0] == "transfer"
     assert rows["time_s"].iloc[0] == pytest.approx(100 * rows["per_iteration_s"].iloc[0])
     assert rows["time_low_s"].iloc[0] < rows["time_s"].iloc[0] < rows["time_high_s"].iloc[0]
+
+
+def test_a_tiny_network_is_said_host_bound_and_a_big_one_is_not() -> None:
+    """A tiny CNN's iteration on a GPU is its kernel launches, not its FLOPs: the rows say so
+    (every GPU then answers alike), while a network whose FLOPs outlast the launches does not."""
+    from gpuperf_magics.model.cpu_to_gpu import DETAIL, HOST_BOUND, cpu_to_gpu_table
+    from gpuperf_magics.model.roofline import host_seconds
+
+    configs = pd.DataFrame({"network": ["n", "n"], "gpu": ["Tesla T4", "A100-SXM4-80GB"],
+                            "batch_size": [64, 64], "gpu_count": [1, 1],
+                            "iterations": [100, 100]})
+    tiny = pd.Series({"arch_flops_fwd_bwd": 1e6, "arch_layers_total": 6,
+                      "arch_layers_conv": 2, "arch_layers_linear": 1, "arch_params": 25_700})
+    rows = cpu_to_gpu_table(configs, tiny)
+    assert list(rows["detail"]) == [HOST_BOUND, HOST_BOUND]
+    host = host_seconds({k: tiny[k] for k in tiny.index})
+    assert rows["per_iteration_s"].tolist() == pytest.approx([host, host])
+    big = tiny.copy()
+    big["arch_flops_fwd_bwd"] = 1e12
+    assert list(cpu_to_gpu_table(configs, big)["detail"]) == [DETAIL, DETAIL]

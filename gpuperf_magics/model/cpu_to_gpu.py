@@ -16,6 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The label of these rows in a prediction's ``detail`` column.
 DETAIL = "from CPU runs by FLOPs and the kernels an iteration launches, rough"
+#: The label where the host's time to launch the iteration's kernels outlasts the GPU's work:
+#: then every GPU answers about the same, and a faster one would not help.
+HOST_BOUND = ("from CPU runs, host-bound: launching the iteration's kernels takes longer than "
+              "the GPU's work, so a faster GPU would not shorten it; rough")
 
 
 def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
@@ -31,14 +35,21 @@ def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
     import pandas as pd
 
     from gpuperf_magics.hardware.catalog import lookup
-    from gpuperf_magics.model.roofline import EXPECTED_MAPE, cpu_to_gpu_seconds
+    from gpuperf_magics.model.roofline import (
+        EXPECTED_MAPE,
+        cpu_to_gpu_seconds,
+        gpu_work_seconds,
+        host_seconds,
+    )
 
     # The optimizer's class says how many kernels its step launches (roofline.iteration_ops).
     arch = {k: latest[k] for k in latest.index if str(k).startswith("arch_") or k == "optimizer"}
+    host = host_seconds(arch)
     out = []
     for idx, row in configs.iterrows():
-        per_it = cpu_to_gpu_seconds(arch, lookup(row["gpu"]), int(row["batch_size"]),
-                                    int(row["gpu_count"]))
+        gpu = lookup(row["gpu"])
+        per_it = cpu_to_gpu_seconds(arch, gpu, int(row["batch_size"]), int(row["gpu_count"]))
+        work = gpu_work_seconds(arch, gpu, int(row["batch_size"]), int(row["gpu_count"]))
         if per_it is None:
             raise ValueError(
                 f"cannot estimate {row['gpu']} from CPU runs: the runs have no FLOPs count "
@@ -49,7 +60,8 @@ def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
             "network": row["network"], "time_s": total,
             "time_low_s": total * (1 - EXPECTED_MAPE),
             "time_high_s": total * (1 + 2 * EXPECTED_MAPE),
-            "per_iteration_s": per_it, "kind": "transfer", "detail": DETAIL,
+            "per_iteration_s": per_it, "kind": "transfer",
+            "detail": HOST_BOUND if work is not None and work < host else DETAIL,
             "expected_mape": EXPECTED_MAPE,
         }, name=idx))
     return pd.DataFrame(out)

@@ -121,6 +121,25 @@ def host_seconds(architecture: dict[str, Any]) -> float:
             + ops["optimizer_ops"] * FORWARD_OP_S + ops["optimizer_kernels"] * LAUNCH_S)
 
 
+def gpu_work_seconds(
+    architecture: dict[str, Any], gpu: dict[str, Any], batch_size: int, gpu_count: int = 1
+) -> float | None:
+    """Seconds one GPU computes per iteration: its share of the batch's FLOPs at a fraction
+    of the GPU's peak (the FP16 peak for AMP runs where the catalog has one); None when the
+    FLOPs or the peak are unknown. Below :func:`host_seconds` the iteration is host-bound."""
+    flops = architecture.get("arch_flops_fwd_bwd")
+    if not flops or flops != flops:
+        return None
+    amp = bool(architecture.get("arch_amp"))
+    peak = gpu.get("gpu_fp16_tflops") if amp else None
+    efficiency = AMP_EFFICIENCY if peak else EFFICIENCY
+    peak = peak or gpu.get("gpu_fp32_tflops")
+    if not peak:
+        return None
+    n = max(int(gpu_count), 1)
+    return batch_size / n * float(flops) / (efficiency * float(peak) * 1e12)
+
+
 def cpu_to_gpu_seconds(
     architecture: dict[str, Any], gpu: dict[str, Any], batch_size: int, gpu_count: int = 1
 ) -> float | None:
@@ -145,17 +164,10 @@ def cpu_to_gpu_seconds(
         ``max(GPU work, host issue time)`` plus the all-reduce the backward pass does not hide;
         None when the FLOPs or the GPU's peak are unknown.
     """
-    flops = architecture.get("arch_flops_fwd_bwd")
-    if not flops or flops != flops:
-        return None
-    amp = bool(architecture.get("arch_amp"))
-    peak = gpu.get("gpu_fp16_tflops") if amp else None
-    efficiency = AMP_EFFICIENCY if peak else EFFICIENCY
-    peak = peak or gpu.get("gpu_fp32_tflops")
-    if not peak:
+    work = gpu_work_seconds(architecture, gpu, batch_size, gpu_count)
+    if work is None:
         return None
     n = max(int(gpu_count), 1)
-    work = batch_size / n * float(flops) / (efficiency * float(peak) * 1e12)
     step = max(work, host_seconds(architecture))
     params = architecture.get("arch_params")
     if n == 1 or not params or params != params:
