@@ -40,6 +40,7 @@ from gpuperf_magics.model.local import (
     reach,
     route,
 )
+from gpuperf_magics.model.monotone import MEASURED
 from gpuperf_magics.model.series import SeriesIndex, network_index, query_arrays
 from gpuperf_magics.model.validation import (
     DEFAULT_METHOD,
@@ -323,7 +324,7 @@ class DefaultModel(GlobalModel):
                  "learnt": "learnt GPU move", "ratio": "spec-sheet peak ratio",
                  "evidence": "measured evidence"}
         if r.kind == "repeat":
-            text = "measured configuration (median of its runs)"
+            text = f"{MEASURED} (median of its runs)"  # monotone.measured_rows reads it
             members = r.members
         elif r.kind == "axis":
             col = index.cols[r.axis]
