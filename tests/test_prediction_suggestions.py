@@ -1,0 +1,114 @@
+"""What to profile next for a prediction (gpuperf_magics.prediction.suggestions): the default
+candidates, the memory cap, one wording for the magic, the command and the panel; on real
+SQLite stores of imported rows and a real IPython shell."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+import gpuperf_magics as gm
+from gpuperf_magics.prediction.store_model import fit_store
+from gpuperf_magics.prediction.suggestions import (
+    candidate_batches,
+    device_memory_gb,
+    memory_cap,
+    next_runs,
+    suggestion_line,
+    with_suggestions,
+)
+from gpuperf_magics.skins.cli import main
+
+LINE = re.compile(r"profile batch (\d+) next: ±(\d+)% → ±(\d+)%, about [\d.]+ (?:s|min)")
+
+
+def _peaks_store(path, gpu="T4", batches=(16, 32), **columns):
+    """Imported rows of one GPU whose peak memory is 1 GiB fixed + 1 GiB per 16 samples:
+    batch 256 needs 17 GiB, more than a 16 GiB T4 holds."""
+    gm.Store(path).import_table(pd.DataFrame({
+        "network": "resnet", "batch_size": list(batches),
+        "time_s": [0.01 + 0.001 * b for b in batches],
+        "peak_memory_gb": [1 + b / 16 for b in batches], **columns}), gpu=gpu)
+    return path
+
+
+def _batches(advice: list[str]) -> list[int]:
+    return [int(m.group(1)) for a in advice if (m := LINE.fullmatch(a))]
+
+
+def test_candidates_are_the_powers_of_two_between_measured_and_asked():
+    assert candidate_batches({16, 32}, [512]) == [64, 128, 256, 512]
+    assert candidate_batches({12, 100}, [48]) == [16, 32, 64]  # up to the largest measured
+    assert candidate_batches({16, 32, 64}, [64]) == []
+    assert suggestion_line(256, 0.31, 0.09, 12.4) == \
+        "profile batch 256 next: ±31% → ±9%, about 12 s"
+
+
+def test_a_batch_beyond_the_devices_memory_is_never_suggested(ip, tmp_path, capsys):
+    """The T4 (16 GiB, 10% kept back) holds batch 128 (9 GiB) but not 256 (17) or 512 (33):
+    neither is suggested, and the magic and the command say so."""
+    store = _peaks_store(tmp_path / "runs.sqlite")
+    result = ip.run_line_magic("predict_time", f"resnet --store {store} --batch-size 512 "
+                               "--iterations 100 --suggest -q -o")
+    picked = _batches(result.advice)
+    assert picked and set(picked) <= {64, 128}
+    memory = [a for a in result.advice if a.startswith("not suggested for memory")]
+    assert memory == ["not suggested for memory: batch 256, 512 (would need 17.0 and 33.0 GiB "
+                      "of the T4's 16.0, 10% of it kept back)"]
+    assert main(["predict", "resnet", "--store", str(store), "--batch-size", "512",
+                 "--iterations", "100", "--suggest"]) == 0
+    out = capsys.readouterr().out
+    assert memory[0] in out and [int(b) for b, _, _ in LINE.findall(out)] == picked
+
+
+def test_the_recorded_total_memory_caps_before_the_catalogs(tmp_path):
+    """A run that recorded its device's memory (a MIG slice of 10 GiB on an 80 GB A100) is
+    capped by that, not by the catalog's 80 GB."""
+    store = _peaks_store(tmp_path / "runs.sqlite", gpu="A100 80GB", gpu_memory_gb=10.0)
+    runs = fit_store(store, "resnet").runs
+    assert device_memory_gb(runs, "A100 80GB") == 10.0
+    kept, note = memory_cap([64, 128, 256], runs, "A100 80GB")
+    assert kept == [64, 128] and note is not None and "batch 256 " in note
+    advice = with_suggestions(gm.predict_time(store, batch_sizes=[512], iterations=100),
+                              store).advice
+    assert set(_batches(advice)) <= {64, 128}
+
+
+def test_without_a_recorded_peak_nothing_is_capped(tmp_path):
+    store = tmp_path / "runs.sqlite"
+    gm.Store(store).import_table(pd.DataFrame({
+        "network": "resnet", "batch_size": [16, 32], "time_s": [0.026, 0.042]}), gpu="T4")
+    runs = fit_store(store, "resnet").runs
+    assert memory_cap([64, 1024], runs, "T4") == ([64, 1024], None)
+    found = next_runs(gm.predict_time(store, batch_sizes=[1024], iterations=100),
+                      fit_store(store, "resnet"))
+    assert found.memory is None and found.candidates == 5 and found.lines
+    assert found.first() == found.lines[0]
+
+
+def test_nothing_left_or_nothing_that_fits_is_said(tmp_path):
+    store = _peaks_store(tmp_path / "runs.sqlite", batches=(16, 32, 64))
+    measured = next_runs(gm.predict_time(store, batch_sizes=[64], iterations=100),
+                         fit_store(store, "resnet"))
+    assert measured.lines == [] and measured.first() is None
+    assert measured.notes == ["nothing left to profile between the measured and the asked "
+                              "batch sizes"]
+    big = _peaks_store(tmp_path / "big.sqlite", batches=(64, 128))
+    none_fit = next_runs(gm.predict_time(big, batch_sizes=[512], iterations=100),
+                         fit_store(big, "resnet"))
+    assert none_fit.lines == [] and none_fit.first() == none_fit.memory
+    assert none_fit.notes[0].startswith("not suggested for memory: batch 256, 512")
+
+
+def test_a_gpu_answered_from_cpu_flops_is_no_target(filled):
+    """On CPU runs, the rows for a GPU come from FLOPs, which more CPU runs do not narrow:
+    only the CPU rows are targets, and a GPU row alone is refused with what to do."""
+    from gpuperf_magics.prediction.store_model import PredictionError
+
+    both = gm.predict_time(filled, batch_sizes=[256], iterations=100, gpus=["T4"])
+    assert _batches(with_suggestions(both, filled).advice)
+    gpu_row = both.rows(both.frame.index[-1:])
+    with pytest.raises(PredictionError, match="profile one run on a GPU"):
+        next_runs(gpu_row, fit_store(filled))
