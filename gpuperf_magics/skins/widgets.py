@@ -336,11 +336,10 @@ class WhatIfPanel(PanelControls):
                     self.offers_view.value = message
 
     def _measure_next(self, answer: Any) -> str | None:
-        """The top suggestion of what to profile next for the answer's configuration (the
-        line ``--suggest`` prints first), with the batches left out for memory; None where
-        there is no candidate. Asked of the cached model, without predicting the job again,
-        and only when the fit or the answer's configuration changed. A suggestion that fails
-        reads "no suggestion: <why>" and is logged: it never takes the answer with it."""
+        """The first line ``--suggest`` prints for the answer's configuration, and the
+        batches left out for memory (None: no candidate); asked of the cached model only when
+        the fit or that configuration changed. A failure reads "no suggestion: <why>" and is
+        logged: it never takes the answer with it."""
         from gpuperf_magics.prediction.store_model import PredictionError
         from gpuperf_magics.prediction.suggestions import next_runs
 
