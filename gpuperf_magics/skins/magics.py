@@ -332,8 +332,9 @@ class GpuPerf(Magics):
         if args.remaining is not None and args.widget:
             raise UsageError("--remaining and -w do not go together")
         if args.suggest and args.widget:
-            raise UsageError("--suggest and -w do not go together: --suggest lists under "
-                             "the table of %predict_time without -w")
+            raise UsageError("--suggest and -w do not go together: the panel shows its own "
+                             "'measure next' line; --suggest lists under the table of "
+                             "%predict_time without -w")
         if args.deadline is not None and not args.widget:
             raise UsageError("--deadline goes with -w (the panel's offers table)")
         try:
