@@ -42,7 +42,7 @@ def test_candidates_are_the_powers_of_two_between_measured_and_asked():
     assert candidate_batches({16, 32}, [512]) == [64, 128, 256, 512]
     assert candidate_batches({12, 100}, [48]) == [16, 32, 64]  # up to the largest measured
     assert candidate_batches({16, 32, 64}, [64]) == []
-    assert suggestion_line(256, 0.31, 0.09, 12.4) == \
+    assert suggestion_line("batch 256", 0.31, 0.09, 12.4) == \
         "profile batch 256 next: ±31% → ±9%, about 12 s"
 
 
@@ -55,8 +55,8 @@ def test_a_batch_beyond_the_devices_memory_is_never_suggested(ip, tmp_path, caps
     picked = _batches(result.advice)
     assert picked and set(picked) <= {64, 128}
     memory = [a for a in result.advice if a.startswith("not suggested for memory")]
-    assert memory == ["not suggested for memory: batch 256, 512 (would need 17.0 and 33.0 GiB "
-                      "of the T4's 16.0, 10% of it kept back)"]
+    assert memory == ["not suggested for memory: batch 256, 512 (from about 17.0 GiB; the T4 "
+                      "has 16.0, 10% of it kept back)"]
     assert main(["predict", "resnet", "--store", str(store), "--batch-size", "512",
                  "--iterations", "100", "--suggest"]) == 0
     out = capsys.readouterr().out
@@ -69,8 +69,8 @@ def test_the_recorded_total_memory_caps_before_the_catalogs(tmp_path):
     store = _peaks_store(tmp_path / "runs.sqlite", gpu="A100 80GB", gpu_memory_gb=10.0)
     runs = fit_store(store, "resnet").runs
     assert device_memory_gb(runs, "A100 80GB") == 10.0
-    kept, note = memory_cap([64, 128, 256], runs, "A100 80GB")
-    assert kept == [64, 128] and note is not None and "batch 256 " in note
+    dropped, note = memory_cap({"batch 128": 9.0, "batch 256": 17.0}, 10.0, "A100 80GB")
+    assert dropped == ["batch 256"] and note is not None and "the A100 80GB has 10.0" in note
     advice = with_suggestions(gm.predict_time(store, batch_sizes=[512], iterations=100),
                               store).advice
     assert set(_batches(advice)) <= {64, 128}
@@ -80,8 +80,7 @@ def test_without_a_recorded_peak_nothing_is_capped(tmp_path):
     store = tmp_path / "runs.sqlite"
     gm.Store(store).import_table(pd.DataFrame({
         "network": "resnet", "batch_size": [16, 32], "time_s": [0.026, 0.042]}), gpu="T4")
-    runs = fit_store(store, "resnet").runs
-    assert memory_cap([64, 1024], runs, "T4") == ([64, 1024], None)
+    assert memory_cap({"batch 64": float("nan")}, 16.0, "T4") == ([], None)
     found = next_runs(gm.predict_time(store, batch_sizes=[1024], iterations=100),
                       fit_store(store, "resnet"))
     assert found.memory is None and found.candidates == 5 and found.lines
@@ -99,7 +98,7 @@ def test_nothing_left_or_nothing_that_fits_is_said(tmp_path):
     none_fit = next_runs(gm.predict_time(big, batch_sizes=[512], iterations=100),
                          fit_store(big, "resnet"))
     assert none_fit.lines == [] and none_fit.first() == none_fit.memory
-    assert none_fit.notes[0].startswith("not suggested for memory: batch 256, 512")
+    assert none_fit.notes[0].startswith("not suggested for memory: batch 256, 512 ")
 
 
 def test_a_gpu_answered_from_cpu_flops_is_no_target(filled):
@@ -112,3 +111,22 @@ def test_a_gpu_answered_from_cpu_flops_is_no_target(filled):
     gpu_row = both.rows(both.frame.index[-1:])
     with pytest.raises(PredictionError, match="profile one run on a GPU"):
         next_runs(gpu_row, fit_store(filled))
+
+
+def test_depths_between_the_measured_and_the_asked_one_are_candidates(tmp_path):
+    """Runs at depth 8 and 16 (peaks 1 GiB + 1 GiB per 8 layers at batch 32, 4 GiB at batch 64
+    and depth 16): asked about depth 64, depth 32 is a candidate at the latest run's batch
+    (64); depth 64 would need about 4 × 64 / 16 = 16 GiB, more than the T4 holds."""
+    store = tmp_path / "runs.sqlite"
+    rows = [{"network": "resnet", "batch_size": 32, "depth": d, "time_s": 0.01 + 0.002 * d,
+             "peak_memory_gb": 1 + d / 8} for d in (8, 16)]
+    rows.append({"network": "resnet", "batch_size": 64, "depth": 16, "time_s": 0.074,
+                 "peak_memory_gb": 4.0})
+    gm.Store(store).import_table(pd.DataFrame(rows), gpu="T4")
+    pred = gm.predict_time(store, batch_sizes=[64], iterations=100, settings={"depth": 64})
+    found = next_runs(pred, fit_store(store), k=5)
+    assert found.lines[0].startswith("profile depth 32 next: ")
+    assert not any(line.startswith("profile depth 64") for line in found.lines)
+    assert list(found.picks.loc[found.picks["depth"] == 32, "batch_size"]) == [64]
+    assert found.memory == ("not suggested for memory: depth 64 (from about 16.0 GiB; the T4 "
+                            "has 16.0, 10% of it kept back)")

@@ -74,10 +74,10 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                 "GPU."}),
     (("--suggest",), {
         "action": "store_true",
-        "help": "Also say what to profile next: the batch sizes (powers of two between the "
-                "measured and the asked ones, on the measured device, within its memory where "
-                "the runs recorded their peak) whose run would narrow the answer most per "
-                "second of profiling."}),
+        "help": "Also say what to profile next: the batch sizes and depths (powers of two "
+                "between the measured and the asked ones, on the measured device, within its "
+                "memory where the runs recorded their peak) whose run would narrow the answer "
+                "most per second of profiling."}),
 )
 
 

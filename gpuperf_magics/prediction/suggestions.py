@@ -6,13 +6,17 @@ next" line all ask :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest` throu
 :func:`next_runs`, so that the three build the same candidates and say the same words
 (:func:`suggestion_line`: "profile batch 256 next: ±31% → ±9%, about 12 s").
 
-Candidates are the batch sizes a user would try: the powers of two between the smallest
-measured batch size and the largest one measured or asked about, not yet measured, on the
-device of the latest run, with its other features (:func:`candidate_batches`). Where the runs
-recorded their peak GPU memory, a batch whose predicted peak (:mod:`~.memory`) would not fit
-the device (its recorded total memory, else the catalog's, less :data:`~.memory.HEADROOM`) is
-left out, and the output says which were (:func:`memory_cap`): a suggestion to profile a batch
-that runs out of memory would cost a failed run and teach nothing.
+Candidates are the batch sizes and depths a user would try, on the device of the latest run,
+with its other features: the powers of two from the smallest measured batch size up to the
+largest one measured or asked about, not yet measured (:func:`candidate_batches`); where the
+runs vary in a depth (a ``depth`` feature, or ``arch_depth`` when it is the only architecture
+figure learnt), the powers of two between the measured and the asked depths too, at the latest
+run's batch size. Where the runs recorded their peak GPU memory, a candidate whose predicted
+peak (:mod:`~.memory`, fitted to the runs at the latest run's depth; a depth scales it in
+proportion, as weights and activations grow) would not fit the device (its recorded total
+memory, else the catalog's, less :data:`~.memory.HEADROOM`) is left out, and the output says
+which were (:func:`memory_cap`): a suggestion to profile a batch that runs out of memory would
+cost a failed run and teach nothing.
 
 The model is the one :func:`~.store_model.fit_store` cached: asking for suggestions never
 refits it and never predicts the job again (the panel's one prediction per change).
@@ -95,12 +99,13 @@ def _about(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def suggestion_line(batch_size: int, before: float, after: float, cost_s: float) -> str:
-    """"profile batch 256 next: ±31% → ±9%, about 12 s": the batch, the targets' expected
-    error now and once it is measured (fractions), and the predicted seconds of its
-    ``--stop-after auto`` run. The one wording of magic, command and panel."""
-    return (f"profile batch {int(batch_size)} next: ±{100 * before:.0f}% → "
-            f"±{100 * after:.0f}%, about {_about(cost_s)}")
+def suggestion_line(what: str, before: float, after: float, cost_s: float) -> str:
+    """"profile batch 256 next: ±31% → ±9%, about 12 s": the candidate (``"batch 256"``,
+    ``"depth 64"``), the targets' expected error now and once it is measured (fractions),
+    and the predicted seconds of its ``--stop-after auto`` run. The one wording of magic,
+    command and panel."""
+    return (f"profile {what} next: ±{100 * before:.0f}% → ±{100 * after:.0f}%, about "
+            f"{_about(cost_s)}")
 
 
 def candidate_batches(measured: set[int], asked: list[int]) -> list[int]:
@@ -132,27 +137,75 @@ def device_memory_gb(runs: pd.DataFrame, gpu: str | None) -> float | None:
     return size if math.isfinite(size) and size > 0 else None
 
 
-def memory_cap(sizes: list[int], runs: pd.DataFrame, gpu: str | None,
-               gpu_count: int = 1) -> tuple[list[int], str | None]:
-    """``sizes`` without the batches whose predicted peak memory would not fit the device,
-    and a note naming those left out (None when none was, or nothing is known to cap by:
-    no recorded peak, the CPU, a GPU of unknown size)."""
-    from gpuperf_magics.prediction.memory import HEADROOM, fits, peak_memory
+def memory_cap(needs: dict[str, float], capacity: float | None,
+               gpu: str | None) -> tuple[list[str], str | None]:
+    """The candidates (``"batch 256"``, ``"depth 64"``) whose predicted peak (GiB, NaN:
+    unknown) would not fit ``capacity`` GiB after :data:`~.memory.HEADROOM`, and a note
+    naming them (None when none would not)."""
+    from gpuperf_magics.prediction.memory import HEADROOM, fits
 
-    model = peak_memory(runs)
-    capacity = device_memory_gb(runs, gpu)
-    if model is None or capacity is None:
-        return list(sizes), None
-    count = max(1, int(gpu_count))
-    dropped = [b for b in sizes if fits(model.needed_gb(b, count), capacity) is False]
+    dropped = [c for c, need in needs.items() if fits(need, capacity) is False]
     if not dropped:
-        return list(sizes), None
-    needs = " and ".join(f"{model.needed_gb(b, count):.1f}" for b in dropped[:2])
-    more = f" … {model.needed_gb(dropped[-1], count):.1f}" if len(dropped) > 2 else ""
-    note = (f"not suggested for memory: batch {', '.join(map(str, dropped))} (would need "
-            f"{needs}{more} GiB of the {gpu}'s {capacity:.1f}, {100 * HEADROOM:.0f}% of it "
-            "kept back)")
-    return [b for b in sizes if b not in dropped], note
+        return [], None
+    kinds: dict[str, list[str]] = {}  # "batch 256", "batch 512" read "batch 256, 512"
+    for label in dropped:
+        kind, _, value = label.partition(" ")
+        kinds.setdefault(kind, []).append(value)
+    shown = "; ".join(f"{kind} {', '.join(v[:4])}" + (f" and {len(v) - 4} more" if len(v) > 4
+                                                      else "") for kind, v in kinds.items())
+    least = min(needs[c] for c in dropped)
+    return dropped, (f"not suggested for memory: {shown} (from about {least:.1f} GiB; the "
+                     f"{gpu} has {capacity:.1f}, {100 * HEADROOM:.0f}% of it kept back)")
+
+
+def _depth_column(features: list[str], runs: pd.DataFrame) -> str | None:
+    """The depth the runs vary in (whole numbers), as a feature: ``depth`` (an imported
+    column) or ``arch_depth`` where it is the only architecture figure learnt (a network
+    built deeper has more parameters and FLOPs too, which a candidate cannot know)."""
+    import pandas as pd
+
+    from gpuperf_magics.prediction.store_model import ARCH_FEATURES
+
+    others = [c for c in ARCH_FEATURES if c != "arch_depth" and c in features]
+    for col in ("depth", *(() if others else ("arch_depth",))):
+        values = pd.to_numeric(runs[col], errors="coerce").dropna() if col in features \
+            else pd.Series(dtype=float)
+        if values.nunique() > 1 and bool(((values == values.round()) & (values > 0)).all()):
+            return col
+    return None
+
+
+def _candidates(fit: StoreFit, asked: pd.DataFrame, on_device: pd.DataFrame,
+                gpu: str | None) -> tuple[pd.DataFrame, list[str], str | None]:
+    """The default candidates (see the module docstring), their labels, and the note on
+    those left out for memory."""
+    import pandas as pd
+
+    from gpuperf_magics.prediction.memory import peak_memory
+
+    latest = fit.runs.iloc[-1]
+    one = {c: latest.get(c) for c in fit.model.features}
+    depth = _depth_column(fit.model.features, on_device)
+    here = on_device if depth is None else on_device[on_device[depth] == latest[depth]]
+    batches = candidate_batches({int(b) for b in here["batch_size"].dropna()},
+                                [int(b) for b in asked["batch_size"]])
+    rows = {f"batch {b}": {**one, "batch_size": b} for b in batches}
+    if depth is not None:
+        depths = candidate_batches({int(d) for d in on_device[depth]},
+                                   [int(d) for d in asked[depth].dropna()])
+        rows.update({f"depth {d}": {**one, depth: float(d)} for d in depths})
+    count = int(latest["gpu_count"]) if gpu is not None and pd.notna(latest["gpu_count"]) \
+        else 1
+    model = peak_memory(here)
+    needs = {}
+    for label, row in rows.items():
+        # Weights and activations both grow about in proportion to the depth.
+        scale = 1.0 if depth is None else float(row[depth]) / float(latest[depth])
+        needs[label] = math.nan if model is None else \
+            model.needed_gb(int(row["batch_size"]), max(1, count)) * scale
+    dropped, note = memory_cap(needs, device_memory_gb(on_device, gpu), gpu)
+    kept = [label for label in rows if label not in dropped]
+    return pd.DataFrame([rows[label] for label in kept]), kept, note
 
 
 def _targets(frame: pd.DataFrame, measured_gpu: str | None) -> pd.DataFrame:
@@ -174,7 +227,7 @@ def _targets(frame: pd.DataFrame, measured_gpu: str | None) -> pd.DataFrame:
 
 
 def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> NextRuns:
-    """The ``k`` batch sizes worth profiling next for the configurations of ``prediction``
+    """The ``k`` candidates worth profiling next for the configurations of ``prediction``
     (see the module docstring), from the model ``fit`` holds (no refit, no new prediction
     of the job).
 
@@ -185,22 +238,15 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
     ValueError
         What :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest` refuses.
     """
-    import pandas as pd
 
     fitted, runs = fit.model, fit.runs
     latest = runs.iloc[-1]
     gpu = latest["gpu"] if isinstance(latest["gpu"], str) and latest["gpu"] else None
     asked = _targets(prediction.frame, gpu)
     on_device = runs[runs["gpu"] == gpu] if gpu is not None else runs[runs["gpu"].isna()]
-    measured = {int(b) for b in on_device["batch_size"].dropna()}
-    sizes = candidate_batches(measured, [int(b) for b in asked["batch_size"]])
-    count = int(latest["gpu_count"]) if gpu is not None and pd.notna(latest["gpu_count"]) \
-        else 1
-    sizes, memory = memory_cap(sizes, on_device, gpu, count)
-    if not sizes:
+    candidates, labels, memory = _candidates(fit, asked, on_device, gpu)
+    if candidates.empty:
         return NextRuns(memory=memory)
-    one = {c: latest.get(c) for c in fitted.features}
-    candidates = pd.DataFrame([{**one, "batch_size": b} for b in sizes])
     targets = asked[[c for c in fitted.features if c in asked.columns]]
     extra: dict[str, Any] = {}
     if fitted.precision is not None:
@@ -210,16 +256,17 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
     picks = fitted.model.suggest(targets.assign(**extra), candidates.assign(**extra), k=k,
                                  device=gpu or "CPU")
     before = picks.attrs["expected_mape_before"]
-    lines = [suggestion_line(row.batch_size, before, row.expected_mape_after, row.cost_s)
-             for row in picks.itertuples()]
-    return NextRuns(lines, memory, len(sizes), picks)
+    lines = [suggestion_line(labels[candidates.index.get_loc(i)], before,
+                             row.expected_mape_after, row.cost_s)
+             for i, row in zip(picks.index, picks.itertuples(), strict=True)]
+    return NextRuns(lines, memory, len(candidates), picks)
 
 
 def with_suggestions(prediction: Prediction, store: Any,
                      k: int = SUGGESTIONS) -> Prediction:
     """The prediction with ``--suggest``'s ranked list added to its advice: one
     :func:`suggestion_line` per candidate (the targets' expected error now, then once that
-    batch and the ones listed above it are measured), then what was left out and why.
+    candidate and the ones listed above it are measured), then what was left out and why.
     Targets: every configuration of the prediction the fitted model answers."""
     from gpuperf_magics.prediction.store_model import fit_store
 
