@@ -109,8 +109,8 @@ def suggestion_line(what: str, before: float, after: float, cost_s: float) -> st
 
 
 def candidate_batches(measured: set[int], asked: list[int]) -> list[int]:
-    """Powers of two from the smallest measured batch size up to the largest measured or
-    asked one, not yet measured (smallest first)."""
+    """Powers of two from the smallest measured batch size (or depth) up to the largest
+    measured or asked one, not yet measured (smallest first)."""
     top = max([*asked, *measured, 1])
     low = min(measured, default=1)
     return [2 ** e for e in range(max(0, math.ceil(math.log2(low))), 64)
