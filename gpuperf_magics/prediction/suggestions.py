@@ -64,8 +64,9 @@ class NextRuns:
     candidates : int
         Candidates asked about (after the memory cap).
     picks : DataFrame or None
-        The rows :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest` returned (None
-        where it was not asked: no candidate).
+        The rows :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest` returned, up to
+        the first that would not narrow the answer (None where it was not asked: no
+        candidate).
     """
 
     lines: list[str] = field(default_factory=list)
@@ -256,6 +257,10 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
     picks = fitted.model.suggest(targets.assign(**extra), candidates.assign(**extra), k=k,
                                  device=gpu or "CPU")
     before = picks.attrs["expected_mape_before"]
+    # The greedy list goes on past the last pick that narrows the answer: a run that would
+    # widen or keep it is no suggestion (nor are the picks that assumed it measured).
+    gains = picks["gain_per_s"].to_numpy(dtype=float)
+    picks = picks.iloc[:next((i for i, g in enumerate(gains) if not g > 0), len(gains))]
     lines = [suggestion_line(labels[candidates.index.get_loc(i)], before,
                              row.expected_mape_after, row.cost_s)
              for i, row in zip(picks.index, picks.itertuples(), strict=True)]
