@@ -60,6 +60,8 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "prediction.display": (("datasets", *ANSWERS, *SKINS), ("torch", "pandas", *NOTEBOOK)),
     "prediction.options": (("datasets", "store", "model", *ANSWERS, *SKINS),
                            ("torch", "pandas", *NOTEBOOK)),
+    # What to profile next: asked by the answers' skins, built on the fitted store model.
+    "prediction.suggestions": (("datasets", *ANSWERS, *SKINS), ("torch", "pandas", *NOTEBOOK)),
     # The job, the prediction's record and the live prior: what the answers build on, light
     # enough for a magic to parse a line (the model's coverage is read when it is needed).
     "prediction.job": (("datasets", "store", "model", *ANSWERS, *SKINS),

@@ -445,3 +445,88 @@ def test_a_failing_offers_table_leaves_the_answer_and_the_plot_standing(imported
     assert "PredictionError: no offers today" in panel.offers_view.value
     assert panel.offers is None
     assert "expected error" in panel.text and panel.figure is not None
+
+
+# --------------------------------------------------------------------------- measure next
+def _two_batches(path):
+    """Imported T4 rows at two batch sizes (16, 32): room for a suggestion up to 512."""
+    gm.Store(path).import_table(pd.DataFrame({"network": "resnet", "batch_size": [16, 32],
+                                              "time_s": [0.026, 0.042]}), gpu="T4")
+    return path
+
+
+def test_the_panel_says_what_to_measure_next_beside_the_interval(tmp_path, monkeypatch):
+    """The top suggestion of ``%predict_time --suggest`` for the panel's job, under the
+    answer's interval; it follows the changes without a second prediction or a refit, and
+    is not shown where nothing is left to profile."""
+    from gpuperf_magics.model import TrainingTimeModel
+    from gpuperf_magics.prediction import display, predict
+    from gpuperf_magics.prediction.suggestions import with_suggestions
+
+    asked, fits = [], []
+    real, fit = predict.predict_time, TrainingTimeModel.fit
+    monkeypatch.setattr(predict, "predict_time",
+                        lambda *a, **k: asked.append(1) or real(*a, **k))
+    store = _two_batches(tmp_path / "runs.sqlite")
+    panel = what_if(store, iterations=1000, batch_sizes=[512])
+    line = panel.measure_next
+    listed = with_suggestions(gm.predict_time(store, panel.job()), store).advice
+    assert line is not None and line == next(a for a in listed if a.startswith("profile batch"))
+    assert re.fullmatch(r"profile batch (64|128|256|512) next: ±\d+% → ±\d+%, about .+", line)
+    assert f"{display.MEASURE_NEXT}: {line}" in panel.text
+    assert panel.text.index("interval") < panel.text.index("measure next") \
+        < panel.text.index("advice:")
+    assert f"<b>measure next:</b> {html.escape(line)}" in panel.result.value
+    assert "measure next" in panel.snapshot_html()
+    asked.clear()
+    monkeypatch.setattr(TrainingTimeModel, "fit",
+                        lambda self, *a, **k: fits.append(1) or fit(self, *a, **k))
+    panel.batch_size.value = 64  # the one candidate left: 64 itself
+    assert panel.measure_next.startswith("profile batch 64 next: ")
+    assert asked == [1] and fits == []
+    panel.batch_size.value = 32  # measured, and nothing between: no line
+    assert panel.measure_next is None and "measure next" not in panel.text
+    assert "expected error" in panel.text
+
+
+def test_a_failing_suggestion_leaves_the_answer_standing(tmp_path, store, monkeypatch, caplog):
+    """A suggestion that cannot be made (a GPU answered from CPU FLOPs) or that breaks says
+    "no suggestion: <why>" in the line, is logged, and leaves the answer and plot."""
+    import logging
+
+    from gpuperf_magics.model import TrainingTimeModel
+
+    cpu = what_if(store, iterations=1000)
+    cpu.gpu.value = "Tesla T4"
+    assert cpu.measure_next.startswith("no suggestion: the answer for Tesla T4 is estimated "
+                                       "from the FLOPs of CPU runs")
+    assert "transfer" in cpu.text and cpu.answer is not None
+    panel = what_if(_two_batches(tmp_path / "runs.sqlite"), iterations=1000, batch_sizes=[512])
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("the suggestion broke")
+
+    monkeypatch.setattr(TrainingTimeModel, "suggest", broken)
+    with caplog.at_level(logging.WARNING, logger="gpuperf_magics"):
+        panel.batch_size.value = 256
+    assert panel.measure_next == "no suggestion: the suggestion broke"
+    assert "measure next: no suggestion: the suggestion broke" in panel.text
+    assert panel.answer is not None and "expected error" in panel.text
+    assert panel.figure is not None and "failed" not in panel.text
+    logged = [r for r in caplog.records if "no suggestion" in r.getMessage()]
+    assert logged and logged[-1].exc_info is not None
+    assert logged[-1].name.startswith("gpuperf_magics.")
+
+
+def test_a_batch_beyond_the_devices_memory_is_not_suggested_in_the_panel(tmp_path):
+    """Peaks of 1 GiB + 1 GiB per 16 samples on a 16 GiB T4: batches 256 and 512 would not
+    fit, so the line suggests a smaller one and says which were left out."""
+    path = tmp_path / "runs.sqlite"
+    gm.Store(path).import_table(pd.DataFrame({
+        "network": "resnet", "batch_size": [16, 32], "time_s": [0.026, 0.042],
+        "peak_memory_gb": [2.0, 3.0]}), gpu="T4")
+    panel = what_if(path, iterations=1000, batch_sizes=[512])
+    line = panel.measure_next
+    assert re.match(r"profile batch (64|128) next: ", line)
+    assert line.endswith("; not suggested for memory: batch 256, 512 (from about 17.0 GiB; "
+                         "the T4 has 16.0, 10% of it kept back)")

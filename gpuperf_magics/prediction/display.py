@@ -20,7 +20,7 @@ from gpuperf_magics.units import format_duration, format_seconds
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["Shown", "as_html", "as_text", "header", "label", "table"]
+__all__ = ["MEASURE_NEXT", "Shown", "as_html", "as_text", "header", "label", "table"]
 
 
 class Shown(Protocol):
@@ -125,10 +125,17 @@ def header(prediction: Shown) -> str:
             f"expected error is {rows}")
 
 
-def as_text(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:
-    """Header, table, notes (the prediction's, then ``extra_notes``) and advice as plain
-    text."""
+#: How the what-if panel's line on what to profile next opens, right under the interval.
+MEASURE_NEXT = "measure next"
+
+
+def as_text(prediction: Shown, extra_notes: Sequence[str] = (),
+            measure_next: str | None = None) -> str:
+    """Header, table, the "measure next" line (the panel's, when given), notes (the
+    prediction's, then ``extra_notes``) and advice as plain text."""
     lines = [header(prediction), table(prediction).to_string(index=False)]
+    if measure_next:
+        lines.append(f"{MEASURE_NEXT}: {measure_next}")
     lines += [f"note: {n}" for n in [*prediction.notes, *extra_notes]]
     lines += [f"advice: {a}" for a in prediction.advice]
     return "\n".join(lines)
@@ -147,15 +154,19 @@ def html_table(frame: Any) -> str:
                   frame.to_html(index=False, escape=True, border=0))
 
 
-def as_html(prediction: Shown, extra_notes: Sequence[str] = ()) -> str:
-    """Header, table, notes (the prediction's, then ``extra_notes``) and advice as one HTML
-    block (every text escaped)."""
+def as_html(prediction: Shown, extra_notes: Sequence[str] = (),
+            measure_next: str | None = None) -> str:
+    """Header, table, the "measure next" line (when given, under the table's interval),
+    notes (the prediction's, then ``extra_notes``) and advice as one HTML block (every text
+    escaped)."""
     foot = "".join(f"<li>note: {html.escape(n)}</li>"
                    for n in [*prediction.notes, *extra_notes])
     foot += "".join(f"<li><b>advice:</b> {html.escape(a)}</li>" for a in prediction.advice)
     return (
         f"<div class='gpuperf-prediction'><p><b>{html.escape(header(prediction))}</b></p>"
         + html_table(table(prediction))
+        + (f"<p class='gpuperf-measure-next'><b>{MEASURE_NEXT}:</b> "
+           f"{html.escape(measure_next)}</p>" if measure_next else "")
         + (f"<ul>{foot}</ul>" if foot else "")
         + "</div>"
     )

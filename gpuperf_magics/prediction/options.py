@@ -22,12 +22,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpuperf_magics._checks import positive_number
 from gpuperf_magics.prediction.job import REMAINING_FIELDS, Job, flag_spelling
-from gpuperf_magics.prediction.record import Prediction
 from gpuperf_magics.prediction.store_model import PredictionError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,7 +43,6 @@ __all__ = [
     "parse_gpus",
     "parse_settings",
     "read",
-    "with_suggestions",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -76,12 +74,12 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                 "GPU."}),
     (("--suggest",), {
         "action": "store_true",
-        "help": "Also say what to profile next: the batch sizes (powers of two between the "
-                "measured and the asked ones, on the measured device) whose run would narrow "
-                "the answer most per second of profiling."}),
+        "help": "Also say what to profile next: the batch sizes and depths (powers of two "
+                "between the measured and the asked ones, on the measured device, within its "
+                "memory where the runs recorded their peak) whose run would narrow the answer "
+                "most per second of profiling."}),
 )
-#: Suggestions ``--suggest`` lists at most.
-SUGGESTIONS = 3
+
 
 @dataclass(frozen=True)
 class PredictionOptions:
@@ -267,55 +265,3 @@ def read(args: argparse.Namespace) -> PredictionOptions:
         if job.gpus is not None and len(job.gpus) > 1:
             raise PredictionError("--remaining moves the job to one GPU: give one --gpu")
         return PredictionOptions(job, remaining=True, run_id=run_id)
-
-
-def with_suggestions(prediction: Prediction, store: Any, job: Job,
-                     k: int = SUGGESTIONS) -> Prediction:
-    """The prediction with ``--suggest``'s ranked list added to its advice.
-
-    Candidates: powers of two between the smallest measured batch size and the largest one
-    asked about, not yet measured, on the device of the latest run, with the latest run's
-    other features; targets: every configuration of the prediction. Each line reads
-    "profile batch 256 next: ±31% → ±9%, about 12 s" (the targets' expected error now, then
-    once that batch and the ones listed above it are measured, and the predicted seconds of a
-    ``--stop-after auto`` run of it; :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest`).
-    """
-    import pandas as pd
-
-    from gpuperf_magics.prediction.store_model import fit_store
-
-    fitted, runs = fit_store(store, job.network)
-    latest = runs.iloc[-1]
-    gpu = latest["gpu"] if isinstance(latest["gpu"], str) and latest["gpu"] else None
-    on_device = runs[runs["gpu"] == gpu] if gpu is not None else runs[runs["gpu"].isna()]
-    measured = {int(b) for b in on_device["batch_size"].dropna()}
-    asked = prediction.frame
-    top = max(int(asked["batch_size"].max()), max(measured, default=1))
-    low = min(measured, default=1)
-    sizes = [2 ** e for e in range(max(0, math.ceil(math.log2(low))), 64)
-             if 2 ** e <= top and 2 ** e not in measured]
-    if not sizes:
-        return replace(prediction, advice=[*prediction.advice, "nothing left to profile "
-                                           "between the measured and the asked batch sizes"])
-    one = {c: latest.get(c) for c in fitted.features}
-    candidates = pd.DataFrame([{**one, "batch_size": b} for b in sizes])
-    targets = asked[[c for c in fitted.features if c in asked.columns]]
-    extra: dict[str, Any] = {}
-    if fitted.precision is not None:
-        extra["precision"] = fitted.precision
-    if fitted.steady_state:
-        extra["iterations"] = 1
-    picks = fitted.model.suggest(targets.assign(**extra), candidates.assign(**extra), k=k,
-                                 device=gpu or "CPU")
-    before = 100 * picks.attrs["expected_mape_before"]
-    lines = [f"profile batch {int(row.batch_size)} next: ±{before:.0f}% → "
-             f"±{100 * row.expected_mape_after:.0f}%, about {_about(row.cost_s)}"
-             for row in picks.itertuples()]
-    return replace(prediction, advice=[*prediction.advice, *lines])
-
-
-def _about(seconds: float) -> str:
-    """Profiling seconds as a person reads them: "0.4 s", "12 s", "3 min"."""
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"

@@ -266,7 +266,7 @@ def _remaining(args: argparse.Namespace, opts: prediction_options.PredictionOpti
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from gpuperf_magics.prediction import predict
+    from gpuperf_magics.prediction import predict, suggestions
     from gpuperf_magics.prediction.job import flag_spelling
     from gpuperf_magics.prediction.store_model import PredictionError
     from gpuperf_magics.store import Store
@@ -283,7 +283,7 @@ def _predict(args: argparse.Namespace) -> int:
         store = Store(args.store, must_exist=True)
         result = predict.predict_time(store, opts.job)
         if opts.suggest:  # what to profile next, under the answer
-            result = prediction_options.with_suggestions(result, store, opts.job)
+            result = suggestions.with_suggestions(result, store)
     frame = result.frame
     if opts.job.deadline_s is not None:
         frame = frame.assign(deadline=[_meets(row, opts.job.deadline_s)

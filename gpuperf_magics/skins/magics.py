@@ -322,7 +322,7 @@ class GpuPerf(Magics):
         ``--remaining`` answers how long a stopped run still needs, where it ran and on
         another GPU, with the cost of both. The options are those of ``gpuperf predict``.
         """
-        from gpuperf_magics.prediction import predict
+        from gpuperf_magics.prediction import predict, suggestions
         from gpuperf_magics.prediction.job import flag_spelling
         from gpuperf_magics.prediction.store_model import PredictionError
         from gpuperf_magics.store import Store, StoreError, StoreNotFoundError
@@ -332,8 +332,9 @@ class GpuPerf(Magics):
         if args.remaining is not None and args.widget:
             raise UsageError("--remaining and -w do not go together")
         if args.suggest and args.widget:
-            raise UsageError("--suggest and -w do not go together: --suggest lists under "
-                             "the table of %predict_time without -w")
+            raise UsageError("--suggest and -w do not go together: the panel shows its own "
+                             "'measure next' line; --suggest lists under the table of "
+                             "%predict_time without -w")
         if args.deadline is not None and not args.widget:
             raise UsageError("--deadline goes with -w (the panel's offers table)")
         try:
@@ -354,7 +355,7 @@ class GpuPerf(Magics):
                 else:
                     result = predict.predict_time(store, opts.job)
                     if opts.suggest:  # what to profile next, under the answer
-                        result = prediction_options.with_suggestions(result, store, opts.job)
+                        result = suggestions.with_suggestions(result, store)
         except (PredictionError, StoreError) as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # a price file that cannot be read (PriceError)

@@ -11,9 +11,12 @@ from __future__ import annotations
 import html
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics._checks import positive_number
+
+if TYPE_CHECKING:  # pragma: no cover
+    from gpuperf_magics.prediction.job import Job
 
 __all__ = ["ASSUMED_SAMPLES", "DEFAULT_EPOCHS", "DEFAULT_OFFERS", "PanelControls",
            "offer_choices", "preselected", "starting_value"]
@@ -226,6 +229,20 @@ class PanelControls:
         if self.length.value == "epochs":
             return {"epochs": self.epochs.value, "samples": self.samples.value}
         return {"iterations": self.iterations.value}
+
+    def job(self) -> Job:
+        """The job the controls describe now (one batch size, the chosen GPU and count)."""
+        from gpuperf_magics.prediction.job import Job
+
+        on_gpu = self.gpu.value != self._here or self._measured is not None
+        return Job(
+            network=self.network.value, batch_sizes=[self.batch_size.value],
+            gpus=[self.gpu.value] if self.gpu.value != self._here else None,
+            gpu_count=self.gpu_count.value if on_gpu else None,
+            settings={k: v.value for k, v in self.features.items()},
+            coverage=self._opening.coverage,
+            deadline_s=self.deadline.value * 3600 if self.deadline.value else None,
+            **self._length())
 
     def _view_counted(self, change: Any) -> None:
         """A view of the widgets appeared or went. One that no display of ours made is a

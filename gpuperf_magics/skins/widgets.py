@@ -7,7 +7,9 @@ change predicts once, with the fitted model cached (no refit): the prediction ov
 plot's batch sizes, whose row at the chosen batch size and GPU is the answer, shown by the
 display code of ``%predict_time`` (:mod:`gpuperf_magics.prediction.display`) with the notes on
 what it assumes; a plot of the job's time against batch size (measured points marked, the
-interval as a band, extrapolation dashed); and the offers table of
+interval as a band, extrapolation dashed); a "measure next" line under the interval (the
+batch worth profiling next, :mod:`~gpuperf_magics.prediction.suggestions`, asked of the
+cached model); and the offers table of
 :func:`gpuperf_magics.offers` (job time and cost per priced instance, a deadline picking the
 cheapest that meets it), whose rows the same prediction answers (``also=``). An error
 inside a callback is shown in the panel and logged, never lost in the kernel's log.
@@ -94,6 +96,11 @@ class WhatIfPanel(PanelControls):
     answer : Prediction or None
         The prediction shown: one row, the chosen batch size on the chosen device (None
         when there is no answer).
+    measure_next : str or None
+        The "measure next" line under the answer's interval: the batch worth profiling next
+        for it, as ``%predict_time --suggest`` lists it first ("profile batch 256 next: ±31%
+        → ±9%, about 12 s"), and the batches left out for the device's memory; "no
+        suggestion: <why>" where suggesting failed; None where there is no candidate.
     text : str
         ``result`` as plain text.
     plot : ipywidgets.Output
@@ -145,6 +152,9 @@ class WhatIfPanel(PanelControls):
 
         self._text: str | None = None  # the answer as plain text, when there is one
         self.answer: Any = None
+        self.measure_next: str | None = None
+        # The last suggestion, by fit and configuration: ((fit, *configuration), line).
+        self._next_cache: tuple[tuple[Any, ...], str | None] | None = None
         self._quiet = True  # no prediction while the controls are being set up
         self._build_controls(list(dict.fromkeys(all_runs["network"])), first, price_table,
                              batch_size=batch_size, epochs=epochs, samples=samples,
@@ -239,6 +249,7 @@ class WhatIfPanel(PanelControls):
         self.result.value = f"<p style='color:#b00'>{html.escape(message)}</p>{hint}"
         self._text = None
         self.answer = None
+        self.measure_next = None
 
     def _update(self, change: Any = None) -> None:
         """Re-answer after a change; any error, expected or not, is shown in the panel (an
@@ -255,20 +266,6 @@ class WhatIfPanel(PanelControls):
         except Exception as exc:  # pragma: no cover - the live panel matters more
             _log.exception("the what-if panel's saved answer could not be updated")
             self._show_error(f"the saved answer could not be updated: {exc}")
-
-    def job(self) -> Job:
-        """The job the controls describe now (one batch size, the chosen GPU and count)."""
-        from gpuperf_magics.prediction.job import Job
-
-        on_gpu = self.gpu.value != self._here or self._measured is not None
-        return Job(
-            network=self.network.value, batch_sizes=[self.batch_size.value],
-            gpus=[self.gpu.value] if self.gpu.value != self._here else None,
-            gpu_count=self.gpu_count.value if on_gpu else None,
-            settings={k: v.value for k, v in self.features.items()},
-            coverage=self._opening.coverage,
-            deadline_s=self.deadline.value * 3600 if self.deadline.value else None,
-            **self._length())
 
     def _answer(self) -> None:
         """One prediction over the plot's batch sizes: its row at the chosen batch size and
@@ -317,8 +314,9 @@ class WhatIfPanel(PanelControls):
             finally:
                 self._quiet = False
         notes = self._notes(on_gpu)
-        self.result.value = display.as_html(answer, notes)
-        self._text = display.as_text(answer, notes)
+        self.measure_next = self._measure_next(answer)
+        self.result.value = display.as_html(answer, notes, self.measure_next)
+        self._text = display.as_text(answer, notes, self.measure_next)
         self.answer = answer
         for part, show in ((lambda: self._draw(prediction, job), self.plot),
                            (lambda: self._show_offers(job, whole), self.offers_view)):
@@ -336,6 +334,27 @@ class WhatIfPanel(PanelControls):
                 else:
                     self.offers = None
                     self.offers_view.value = message
+
+    def _measure_next(self, answer: Any) -> str | None:
+        """The first line ``--suggest`` prints for the answer's configuration, and the
+        batches left out for memory (None: no candidate); asked of the cached model only when
+        the fit or that configuration changed. A failure reads "no suggestion: <why>" and is
+        logged: it never takes the answer with it."""
+        from gpuperf_magics.prediction.store_model import PredictionError
+        from gpuperf_magics.prediction.suggestions import next_runs
+
+        try:
+            fit = self._fit_store(self.store, self.network.value)
+            row = answer.frame.iloc[0]
+            key = (fit, *(str(row.get(c)) for c in fit.model.features))
+            last = self._next_cache
+            if last is None or last[0][0] is not fit or last[0][1:] != key[1:]:
+                last = self._next_cache = (key, next_runs(answer, fit, k=1).first())
+            return last[1]
+        except Exception as exc:  # the answer matters more than the suggestion
+            _log.warning("the what-if panel has no suggestion: %s", exc,
+                         exc_info=not isinstance(exc, PredictionError))
+            return f"no suggestion: {exc}"
 
     # ------------------------------------------------------------------ plot and offers
     def _plot_batches(self) -> list[int]:
