@@ -24,19 +24,19 @@ known within :data:`AUTO_PRECISION` (the half-width of its 95% interval,
 :func:`series_median_interval`), never before :data:`AUTO_FLOOR` and always at
 :data:`AUTO_CEILING`. The iterations of a training loop are a time series, not independent
 draws: on a shared machine the load comes and goes (a run of slow iterations while another
-process holds the core), so neighbours are alike, and the level drifts. An interval that
-takes them as independent (the order statistics of all iterations, :func:`median_interval`)
-is then too narrow: on simulated autocorrelated times (log-AR(1), ρ = 0.9) it claimed 0.8%
-where the error was 3%. The interval the rule judges is the widest of three: that one; the
-t-interval of the medians of consecutive blocks of iterations (the method of batch means:
-block medians are nearly independent once blocks are longer than the correlation, and a
+process holds the core), so neighbours are alike and the level wanders. An interval that takes
+them as independent (the order statistics of all iterations, :func:`median_interval`) is then
+too narrow: on simulated autocorrelated times (log-AR(1), ρ = 0.9) the rule stopped claiming
+±0.8% and covered the true median in 45% of runs (``benchmarks/stop_after.py --synthetic``).
+The interval it judges is the wider of that one and the t-interval of the medians of
+consecutive blocks of iterations (the method of batch means of simulation output analysis:
+block medians are nearly independent once blocks are longer than the times' memory, and a
 block median ignores a spike; blocks are merged while neighbouring block medians still
-correlate); and the shift of the medians of the run's two halves from the whole run's (a level
-that moved by more than the target during the run is not known within it, however many
-iterations). It does not judge at every step: a check costs O(n) (partial sorts) and falls
-inside an iteration's time, so it judges at the floor and then where the interval's 1/sqrt(n)
-shrinking says the target can be reached (never sooner than n/32 later); peeking at every step
-would also stop on the first lucky dip below the target.
+correlate, and a load that comes and goes moves them apart). It does not judge at every step:
+a check costs O(n) (a partial sort, a sort of the blocks) and falls inside an iteration's time,
+so it judges at the floor and then where the interval's 1/sqrt(n) shrinking says the target
+can be reached (never sooner than n/32 later); peeking at every step would also stop on the
+first lucky dip below the target.
 """
 
 from __future__ import annotations
@@ -192,12 +192,14 @@ def series_median_interval(values: Any) -> MedianInterval | None:
     """The median of ``values`` (iteration times in the order they ran) and a 95% interval
     that holds when neighbouring times are alike and the level drifts.
 
-    The widest of: :func:`median_interval` (right for independent times); the median ±
-    t(B−1)·s/√B, s the standard deviation of the medians of B consecutive blocks (batch means:
-    at most 16 blocks of at least 5 iterations, halved while the lag-1 correlation of the
-    block medians says the blocks are shorter than the times' memory, down to 4); and the
-    median ± the larger distance from it to the median of either half of the run (a drift).
-    None for fewer than 20 values.
+    The wider of :func:`median_interval` (right for independent times) and the median ±
+    t(B−1)·s/√B, s the standard deviation of the medians of B consecutive blocks (the method
+    of batch means: at most 16 blocks of at least 5 iterations, halved while the lag-1
+    correlation of the block medians says the blocks are shorter than the times' memory,
+    down to 4). A level that wanders during the run moves the block medians apart and
+    correlates neighbours, so it widens the interval too; a steady trend leaves the run's
+    median a fair middle and widens it only as far as the blocks disagree. None for fewer
+    than 20 values.
     """
     import numpy as np
 
@@ -212,10 +214,7 @@ def series_median_interval(values: Any) -> MedianInterval | None:
             float(centred[1:] @ centred[:-1]) / ss > 1 / math.sqrt(blocks)):
         blocks //= 2  # neighbouring block medians correlate: the blocks are too short
         centred, ss = _block_medians(a, blocks)
-    spread = _t975(blocks - 1) * math.sqrt(ss / (blocks - 1) / blocks)
-    half = n // 2
-    shift = max(abs(_median(a[:half]) - m), abs(_median(a[half:]) - m))
-    delta = max(spread, shift)
+    delta = _t975(blocks - 1) * math.sqrt(ss / (blocks - 1) / blocks)
     return MedianInterval(m, min(iid.low, m - delta), max(iid.high, m + delta))
 
 
@@ -233,18 +232,6 @@ def _block_medians(a: Any, blocks: int) -> tuple[Any, float]:
         return np.zeros(blocks), 0.0
     centred = medians - medians.mean()
     return centred, float(centred @ centred)
-
-
-def _median(a: Any) -> float:
-    """The median of a non-empty array by a partial sort."""
-    import numpy as np
-
-    n = int(a.size)
-    mid = n // 2
-    if n % 2:
-        return float(np.partition(a, mid)[mid])
-    part = np.partition(a, (mid - 1, mid))
-    return (float(part[mid - 1]) + float(part[mid])) / 2
 
 
 def _t975(df: int) -> float:
