@@ -77,7 +77,8 @@ _EARLY = 0.9
 #: values) and at least :data:`_FEWEST_BLOCKS` remain. On simulated log-AR(1) times (ρ = 0.9)
 #: 16 blocks merged at one standard error covered the true median in 84/90/96% of samples of
 #: 100/300/1000 (32 blocks merged at 1.645 standard errors: 79/88/92%), and on independent
-#: times the order statistics' interval stays the wider one.
+#: times the order statistics' interval is mostly the wider one (the stop moves 282 → 304 on
+#: 5% lognormal noise, median of 200 series).
 _MOST_BLOCKS = 16
 _BLOCK_LENGTH = 5
 _FEWEST_BLOCKS = 4
@@ -190,7 +191,7 @@ def median_interval(values: Any) -> MedianInterval | None:
 
 def series_median_interval(values: Any) -> MedianInterval | None:
     """The median of ``values`` (iteration times in the order they ran) and a 95% interval
-    that holds when neighbouring times are alike and the level drifts.
+    that still holds when neighbouring times are alike (the load comes and goes).
 
     The wider of :func:`median_interval` (right for independent times) and the median ±
     t(B−1)·s/√B, s the standard deviation of the medians of B consecutive blocks (the method
