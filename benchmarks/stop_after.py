@@ -192,11 +192,12 @@ def synthetic_table(draws: int) -> None:
     """Per case and rule: the stop, the claim, the error and how often the claim covered it,
     and the error against full runs of :data:`FULL` iterations just before and after."""
     print(f"{draws} series per case; truth: the median of the noise-free level over the "
-          "iterations the rule ran (spikes: the distribution's); covered: |error| ≤ claimed; "
-          f"runs around: the mean of the medians of {FULL} iterations before and after")
+          "iterations the rule ran (spikes: the distribution's); errors are absolute; "
+          "covered: error ≤ claimed; runs around: the mean of the medians of "
+          f"{FULL} iterations before and after")
     print()
-    print("| case | rule | stop (p10–p90) | stopped for precision | claimed ± | |error| "
-          "| |error| p95 | covered | vs runs around | within 2% of them |")
+    print("| case | rule | stop (p10–p90) | stopped for precision | claimed ± | median error "
+          "| error p95 | covered | error vs runs around | within 2% of them |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     spiky = 0.010 * math.exp(0.03 * statistics.NormalDist().inv_cdf(0.5 / 0.95))
     for label, kind in CASES.items():
