@@ -1,6 +1,8 @@
 """Tests of gpuperf_magics.capture.stopping: ``stop_after=N`` and ``stop_after="auto"`` in a
 hand-written loop, a Lightning ``Trainer.fit`` and a Hugging Face ``Trainer.train()`` (real
-tiny models), the order-statistic interval of the median, and the auto rule's schedule."""
+tiny models), the order-statistic interval of the median and the block-median interval of a
+series (its claimed precision on synthetic times with a known noise), and the auto rule's
+schedule."""
 
 from __future__ import annotations
 

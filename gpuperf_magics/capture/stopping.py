@@ -27,7 +27,7 @@ draws: on a shared machine the load comes and goes (a run of slow iterations whi
 process holds the core), so neighbours are alike and the level wanders. An interval that takes
 them as independent (the order statistics of all iterations, :func:`median_interval`) is then
 too narrow: on simulated autocorrelated times (log-AR(1), ρ = 0.9) the rule stopped claiming
-±0.8% and covered the true median in 45% of runs (``benchmarks/stop_after.py --synthetic``).
+±0.8% and covered the true median in 42% of runs (``benchmarks/stop_after.py --synthetic``).
 The interval it judges is the wider of that one and the t-interval of the medians of
 consecutive blocks of iterations (the method of batch means of simulation output analysis:
 block medians are nearly independent once blocks are longer than the times' memory, and a
