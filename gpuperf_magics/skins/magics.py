@@ -215,7 +215,8 @@ class GpuPerf(Magics):
               "forward, loss, backward and optimizer time (about 35 µs per iteration).")
     @argument("--stop-after", type=_stop_after, metavar="N|auto", help="End the loop after N "
               "iterations in all (warm-up included, still decided afterwards), or with auto "
-              "once the median time per iteration is known within 1%% (50 to 1000 "
+              "once the median time per iteration is known within 1%% (a 95%% interval "
+              "that allows for timings that come in runs or wander; 50 to 1000 "
               "iterations). The cell does not fail, but code after the loop in this cell does "
               "not run (the stop is raised from optimizer.step()); the model and optimizer keep "
               "the state those iterations left. --epochs/--total-iterations stay the whole "
