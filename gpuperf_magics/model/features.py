@@ -160,24 +160,29 @@ def physical_terms(
 
 
 def _distinct_columns(terms: np.ndarray) -> list[int]:
-    """Indices of the first of each group of (relatively) identical columns."""
+    """Indices of the first of each group of (relatively) identical columns.
+
+    Column ``j`` is dropped when it is close (``np.allclose(scaled_j, scaled_i, rtol=1e-9,
+    atol=1e-12)``, element by element as np.isclose spells it) to an earlier kept column
+    ``i``, each scaled by its largest magnitude. Every pair is compared at once (in blocks of
+    rows, so the memory stays bounded), then the kept columns are picked in order.
+    """
+    n, p = terms.shape
+    scale = np.max(np.abs(terms), axis=0)
+    scale[scale == 0] = 1.0
+    scaled = terms / scale
+    close = np.ones((p, p), dtype=bool)  # close[j, i]: column j is close to column i
+    block = max(1, (1 << 20) // max(p * p, 1))
+    with np.errstate(invalid="ignore"):
+        for start in range(0, n, block):
+            part = scaled[start:start + block]
+            x, s = part[:, :, None], part[:, None, :]
+            close &= ((np.abs(x - s) <= 1e-12 + 1e-9 * np.abs(s)) & np.isfinite(s)
+                      | (x == s)).all(axis=0)
     keep: list[int] = []
-    seen = np.empty((terms.shape[0], terms.shape[1]))  # the kept columns, scaled, side by side
-    for j in range(terms.shape[1]):
-        col = terms[:, j]
-        scale = np.max(np.abs(col)) or 1.0
-        scaled = col / scale
-        # np.allclose(scaled, s, rtol=1e-9, atol=1e-12) against every kept s at once: the
-        # same test, element by element, as np.isclose spells it.
-        if keep:
-            s = seen[:, :len(keep)]
-            x = scaled[:, None]
-            with np.errstate(invalid="ignore"):
-                close = (np.abs(x - s) <= 1e-12 + 1e-9 * np.abs(s)) & np.isfinite(s) | (x == s)
-            if close.all(axis=0).any():
-                continue
-        seen[:, len(keep)] = scaled
-        keep.append(j)
+    for j in range(p):
+        if not (keep and close[j, keep].any()):
+            keep.append(j)
     return keep
 
 

@@ -46,6 +46,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Points of the series a move beyond the measured range is drawn through.
 NEAREST = 2
+#: No configuration (a route's members by default; shared, never written).
+_NO_IDS = np.zeros(0, dtype=int)
+_NO_IDS.flags.writeable = False
 
 
 @dataclass
@@ -53,7 +56,7 @@ class Route:
     """How a query is reached from the measured configurations."""
 
     kind: str  # "repeat", "axis", "gpu", "chain" or "none"
-    members: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # configuration ids
+    members: np.ndarray = field(default_factory=lambda: _NO_IDS)  # configuration ids
     axis: int = -1
     position: str = ""  # "inside", "beyond" or "single" (one other batch size: per sample)
     sources: list[tuple[int, Route]] = field(default_factory=list)  # gpu: (a config id, route)
@@ -198,12 +201,7 @@ def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
     two), else a single other batch size, else ``none``; ``members_of(j)``: the allowed
     configurations that differ from the query on axis ``j`` only."""
     best: Route | None = None
-    order = list(index.axes)
-    if index.batch_axis is not None:  # the batch axis first: it is what users move most
-        order.remove(index.batch_axis)
-        order.insert(0, index.batch_axis)
-    if only is not None:
-        order = [only]
+    order = _axis_order(index) if only is None else [only]
     single: Route | None = None
     for j in order:
         members = members_of(j)
@@ -213,8 +211,10 @@ def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
                            batch_axis=index.batch_axis)
         if len(members) < 2:
             continue
-        x = index.values[members, j]
-        position = "inside" if x.min() < v[j] < x.max() else "beyond"
+        # A few values: Python's min and max are faster than numpy's (a NaN: numpy's answer).
+        x = index.values[members, j].tolist()
+        inside = min(x) < v[j] < max(x) if all(e == e for e in x) else False
+        position = "inside" if inside else "beyond"
         candidate = Route("axis", members=members, axis=j, position=position,
                           batch_axis=index.batch_axis, name=index.cols[j])
         if best is None or len(members) > len(best.members):
@@ -222,6 +222,18 @@ def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
         if j == index.batch_axis:
             break
     return best or single or Route("none")
+
+
+def _axis_order(index: SeriesIndex) -> list[int]:
+    """The index's axes, the batch axis first (it is what users move most); built once."""
+    cache = index.__dict__
+    if "_axis_order" not in cache:
+        order = list(index.axes)
+        if index.batch_axis is not None:
+            order.remove(index.batch_axis)
+            order.insert(0, index.batch_axis)
+        cache["_axis_order"] = order
+    return cache["_axis_order"]
 
 
 #: Measured values of an axis a chain estimates points at, at most (the nearest to the query).
