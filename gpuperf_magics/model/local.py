@@ -95,15 +95,46 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray)
     others = allowed & ~on_hw
     if not others.any():
         return _chain(index, v, on_hw)
-    sources: list[tuple[int, Route]] = []
-    for g in np.unique(index.hw_id[others]):
-        mine = others & (index.hw_id == g)
-        sub = _route_on(index, v, mine)
-        if sub.kind != "none":
-            sources.append((int(np.flatnonzero(mine)[0]), sub))
+    sources = _sources(index, v, others)
     if not sources:
         return _chain(index, v, on_hw)
     return Route("gpu", sources=sources, new_gpu=not on_hw.any(), batch_axis=index.batch_axis)
+
+
+def _sources(index: SeriesIndex, v: np.ndarray, others: np.ndarray) -> list[tuple[int, Route]]:
+    """Each other GPU's route to the query, with the GPU's first configuration: the
+    :func:`_route_on` of each GPU's configurations among ``others``, found through one
+    look-up per axis for all GPUs (each GPU's share of it is what a look-up of its own
+    configurations returns, in the same order) rather than one per GPU and axis."""
+    hw = index.hw_id
+    gpus = np.unique(hw[others])
+    look = lookup(index) if len(index.cols) else None
+    q = look.query(v) if look is not None else None
+    out: list[tuple[int, Route]] = []
+    if look is None or q is None:
+        for g in gpus:
+            mine = others & (hw == g)
+            sub = _route_on(index, v, mine)
+            if sub.kind != "none":
+                out.append((int(np.flatnonzero(mine)[0]), sub))
+        return out
+    exact = look.same(q, others)
+    along: dict[int, np.ndarray] = {}
+
+    def members_of(j: int, g: int) -> np.ndarray:
+        if j not in along:
+            along[j] = look.along(q, j, others)
+        return along[j][hw[along[j]] == g]
+
+    for g in gpus:
+        mine_exact = exact[hw[exact] == g]
+        if len(mine_exact) and look.derived_differ(q, mine_exact):
+            continue
+        sub = (Route("repeat", members=mine_exact[:1]) if len(mine_exact)
+               else _best_axis(index, v, None, lambda j, g=g: members_of(j, g)))
+        if sub.kind != "none":
+            out.append((int(np.flatnonzero(others & (hw == g))[0]), sub))
+    return out
 
 
 def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
