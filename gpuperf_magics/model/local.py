@@ -32,6 +32,7 @@ validation grow linearly in the configurations per query.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -131,7 +132,7 @@ def _sources(index: SeriesIndex, v: np.ndarray, others: np.ndarray) -> list[tupl
         if len(mine_exact) and look.derived_differ(q, mine_exact):
             continue
         sub = (Route("repeat", members=mine_exact[:1]) if len(mine_exact)
-               else _best_axis(index, v, None, lambda j, g=g: members_of(j, g)))
+               else _best_axis(index, v, None, functools.partial(members_of, g=int(g))))
         if sub.kind != "none":
             out.append((int(np.flatnonzero(others & (hw == g))[0]), sub))
     return out
