@@ -212,9 +212,10 @@ class _Tests:
     @classmethod
     def of(cls, zs: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
            prepared: list[_Fold], intercept: bool, log_target: bool) -> _Tests:
-        sizes = [len(te) for _, te in folds]
-        rows = np.concatenate([np.asarray(te, dtype=int) for _, te in folds]) if folds else \
-            np.zeros(0, dtype=int)
+        idx = np.arange(len(y))
+        tests = [idx[te] for _, te in folds]  # positions, whether given so or as masks
+        sizes = [len(te) for te in tests]
+        rows = np.concatenate(tests) if tests else idx[:0]
         ends = np.cumsum(sizes).tolist()
         bounds = list(zip([0, *ends[:-1]], ends, strict=True))
         y_test = y[rows]
