@@ -8,7 +8,8 @@ the best subset of *any* size 1..k_max (ties go to the smaller subset). scikit-l
 
 Speed: instead of refitting an estimator per candidate per fold, each fold's weighted, centred
 Gram matrix ``Z'WZ`` and moment ``Z'Wy`` are computed once; a candidate subset is then a small
-``k x k`` solve, and all candidates of a step are solved in one batched ``numpy.linalg.solve``.
+``k x k`` solve, and all candidates of a step are solved in one batched ``numpy.linalg.solve``
+(every fold at once), and scored on every fold's test rows at once (:class:`_Tests`).
 Ridge on unscaled columns (the paper) is solved on internally scaled columns with the penalty
 rescaled to match, which gives the same coefficients with far better conditioning.
 """
