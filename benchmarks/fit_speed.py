@@ -16,8 +16,10 @@ process's peak RSS, measured in a fresh child process per size). Target: 100,000
 Shape: an imported public table is many networks on several GPUs, each over an image-size and
 a batch-size grid (a public CNN set: 15 networks × 4 GPUs, 1,304 configurations, 60 series).
 ``--shape`` fits the default on tables of that shape, one row per configuration, at 300,
-1,000, 1,304 and 10,000 configurations, each in a fresh child process (wall and CPU seconds). Targets: 1,000 configurations
-in at most 2 s, 10,000 in at most 15 s.
+1,000, 1,304 and 10,000 configurations, each in a fresh child process (wall and CPU seconds).
+Targets: 1,000 configurations in at most 2 s, 10,000 in at most 15 s. ``--shape --before DIR``
+times another checkout (``git archive main | tar -x -C DIR``) alternately with this one, in one
+run (``--repeats`` fits each), so that the ratio is measured under one load.
 """
 
 from __future__ import annotations
@@ -152,17 +154,42 @@ def _shape_child(configs: int) -> None:
     print(f"{len(x)},{series},{took:.2f},{cpu:.2f}")
 
 
-def shape() -> None:
+def _shape_run(script: str, n: int) -> tuple[int, int, float, float]:
+    """One fit of ``n`` configurations in a fresh process of ``script`` (this file or
+    another checkout's): configurations, series, wall and CPU seconds."""
+    out = subprocess.run([sys.executable, script, "--shape-child", str(n)],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    rows, series, took, cpu = out.splitlines()[-1].split(",")
+    return int(rows), int(series), float(took), float(cpu)
+
+
+def shape(before: str | None = None, repeats: int = 1) -> None:
+    """The shape table; with ``before`` (another checkout), that checkout's fits alternate
+    with this one's, ``repeats`` times each, so that both see the same load."""
     # CPU seconds beside the wall clock: on a shared machine the wall clock mostly measures
     # the other users (the load average is printed for the same reason).
     print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print("| configurations | series | fit seconds | CPU seconds | target |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
-    for n, target in ((300, ""), (1_000, "2 s"), (1_304, ""), (10_000, "15 s")):
-        out = subprocess.run([sys.executable, __file__, "--shape-child", str(n)],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        rows, series, took, cpu = out.splitlines()[-1].split(",")
-        print(f"| {int(rows):,} | {series} | {float(took):.1f} | {float(cpu):.1f} | {target} |")
+    if before is None:
+        print("| configurations | series | fit seconds | CPU seconds | target |")
+        print("| ---: | ---: | ---: | ---: | ---: |")
+        for n, target in ((300, ""), (1_000, "2 s"), (1_304, ""), (10_000, "15 s")):
+            rows, series, took, cpu = _shape_run(__file__, n)
+            print(f"| {rows:,} | {series} | {took:.1f} | {cpu:.1f} | {target} |")
+        return
+    old = str(Path(before).resolve() / "benchmarks" / "fit_speed.py")
+    print("| configurations | before: wall s | before: CPU s | after: wall s | after: CPU s "
+          "| after ÷ before (CPU, medians) |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+    for n in (300, 1_000, 10_000):
+        times: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+        for _ in range(repeats if n < 10_000 else 1):
+            for name, script in (("before", old), ("after", __file__)):
+                rows, _, took, cpu = _shape_run(script, n)
+                times[name].append((took, cpu))
+        cells = [", ".join(f"{t[i]:.1f}" for t in times[k]) for k in times for i in (0, 1)]
+        ratio = (np.median([t[1] for t in times["after"]])
+                 / np.median([t[1] for t in times["before"]]))
+        print(f"| {rows:,} | {' | '.join(cells)} | {ratio:.2f} |")
 
 
 def _scale_child(n: int) -> None:
@@ -193,6 +220,11 @@ def main() -> None:
     parser.add_argument("--scale", action="store_true", help="only the scale table")
     parser.add_argument("--shape", action="store_true",
                         help="only the fit time on tables of a public CNN set's shape")
+    parser.add_argument("--before", metavar="DIR",
+                        help="with --shape: time another checkout (e.g. a git archive of main) "
+                             "alternately with this one, in one run")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="with --before: fits per size and checkout (10,000: one)")
     parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--shape-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -203,7 +235,7 @@ def main() -> None:
         _shape_child(args.shape_child)
         return
     if args.scale or args.shape:
-        scale() if args.scale else shape()
+        scale() if args.scale else shape(args.before, args.repeats)
         return
     speed()
     print()

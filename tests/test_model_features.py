@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gpuperf_magics.model.features import augment, evaluate_terms, per_iteration_terms
 
@@ -91,8 +92,12 @@ def test_table_holds_the_frames_values_as_contiguous_float_arrays() -> None:
     assert moved["b"].sum() == 0 and table["b"].sum() == 8.0  # the original is untouched
 
 
-def test_distinct_columns_keeps_what_pairwise_allclose_keeps() -> None:
+@pytest.mark.parametrize("at_once", [1 << 18, 0])  # all pairs at once, or column by column
+def test_distinct_columns_keeps_what_pairwise_allclose_keeps(monkeypatch, at_once) -> None:
+    from gpuperf_magics.model import features
     from gpuperf_magics.model.features import _distinct_columns
+
+    monkeypatch.setattr(features, "PAIRWISE_AT_ONCE", at_once)
 
     def pairwise(terms: np.ndarray) -> list[int]:  # the definition, one pair at a time
         keep: list[int] = []

@@ -125,15 +125,17 @@ def _routes_equal(a, b) -> bool:
 
 
 def test_routes_found_through_the_lookup_are_those_the_comparison_finds() -> None:
-    # Depth, batch and loader threads on two GPUs, parameters derived from the depth; some
-    # configurations missing so that chains, single points and dead ends all occur.
+    # Depth, batch and loader threads on three GPUs, parameters derived from the depth; some
+    # configurations missing so that chains, single points and dead ends all occur (a GPU
+    # move's sources are found for all other GPUs at once: each must be its own route).
     from gpuperf_magics.model.series import lookup
 
     rng = np.random.default_rng(3)
     rows = [(d, b, w, g) for d in (1, 2, 3, 5) for b in (8, 16, 32, 64) for w in (2, 4)
-            for g in (0, 1) if rng.random() < 0.6]
+            for g in (0, 1, 2) if rng.random() < 0.6]
     values = np.array([(d, b, w, 1e6 * d) for d, b, w, _ in rows], float)
-    hw = np.array([(8.1, 320.0) if g == 0 else (19.5, 1555.0) for *_, g in rows])
+    specs = [(8.1, 320.0), (19.5, 1555.0), (14.0, 900.0)]
+    hw = np.array([specs[g] for *_, g in rows])
     index = build_index(values, ["depth", "batch_size", "workers", "arch_params"], hw,
                         hw[:, 0], np.full(len(rows), 10.0), rng.uniform(1, 2, len(rows)))
     assert index.derived.tolist() == [False, False, False, True]

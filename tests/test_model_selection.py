@@ -91,3 +91,35 @@ def test_stacked_nnls_equals_scipys_nnls_one_by_one() -> None:
     a[2] = -np.eye(4)  # not positive definite: every system takes the one-by-one route
     np.testing.assert_array_equal(_nnls_many(a, b),
                                   np.stack([_nnls_gram(ai, bi) for ai, bi in zip(a, b)]))
+
+
+def test_scoring_every_fold_at_once_equals_fold_by_fold_to_the_bit() -> None:
+    from gpuperf_magics.model.selection import _mape, _prepare_fold, _solve_folds, _Tests
+
+    rng = np.random.default_rng(4)
+    z = rng.uniform(0.5, 2, (43, 7))
+    y = z[:, 0] + 0.3 * z[:, 2] + 0.05 * rng.standard_normal(43) + 1
+    folds = _folds(43)
+    subsets = np.column_stack([np.full(5, 1), np.full(5, 3), [0, 2, 4, 5, 6]])
+    for intercept, log_target, nonneg in ((False, False, True), (True, True, False),
+                                          (True, False, False)):
+        target = np.log(y) if log_target else y
+        prepared = [_prepare_fold(z, target, 1 / y**2, tr, te, intercept) for tr, te in folds]
+        grams = np.stack([f.gram for f in prepared])
+        moments = np.stack([f.moment for f in prepared])
+        betas = _solve_folds(grams, moments, subsets, np.full(7, 1e-6), nonneg)
+        expected = np.zeros(len(subsets))
+        for fold, beta in zip(prepared, betas, strict=True):
+            pred = np.einsum("nck,ck->cn", fold.z_test[:, subsets], beta)
+            if intercept:
+                pred = pred + (fold.mean_y - np.einsum("ck,ck->c", beta,
+                                                       fold.mean_z[subsets]))[:, None]
+            if log_target:
+                expected += _mape(np.exp(fold.y_test), np.exp(np.clip(pred, -700, 700)))
+            else:
+                expected += _mape(fold.y_test, pred)
+        expected /= len(folds)
+        masks = [(np.isin(np.arange(43), tr), np.isin(np.arange(43), te)) for tr, te in folds]
+        for given in (folds, masks):  # test rows as positions or as masks
+            tests = _Tests.of(z, target, given, prepared, intercept, log_target)
+            np.testing.assert_array_equal(tests.scores(subsets, betas), expected)

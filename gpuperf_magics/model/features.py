@@ -160,23 +160,48 @@ def physical_terms(
 
 
 def _distinct_columns(terms: np.ndarray) -> list[int]:
-    """Indices of the first of each group of (relatively) identical columns."""
+    """Indices of the first of each group of (relatively) identical columns.
+
+    Column ``j`` is dropped when it is close (``np.allclose(scaled_j, scaled_i, rtol=1e-9,
+    atol=1e-12)``, element by element as np.isclose spells it) to an earlier kept column
+    ``i``, each scaled by its largest magnitude. On small tables every pair is compared in one
+    pass (the per-network fits: numpy's per-call cost is what counts there); on large ones
+    each column against the kept ones only (the arithmetic is what counts).
+    """
+    n, p = terms.shape
+    scale = np.max(np.abs(terms), axis=0)
+    scale[scale == 0] = 1.0
+    scaled = terms / scale
+    if n * p * p <= PAIRWISE_AT_ONCE:
+        with np.errstate(invalid="ignore"):
+            x, s = scaled[:, :, None], scaled[:, None, :]
+            close = ((np.abs(x - s) <= 1e-12 + 1e-9 * np.abs(s)) & np.isfinite(s)
+                     | (x == s)).all(axis=0)  # close[j, i]: column j is close to column i
+        keep: list[int] = []
+        for j in range(p):
+            if not (keep and close[j, keep].any()):
+                keep.append(j)
+        return keep
+    return _distinct_scaled(scaled)
+
+
+#: Elements (rows × columns²) up to which :func:`_distinct_columns` compares all pairs at once.
+PAIRWISE_AT_ONCE = 1 << 18
+
+
+def _distinct_scaled(scaled: np.ndarray) -> list[int]:
+    """:func:`_distinct_columns` of scaled columns, each compared with the kept ones."""
     keep: list[int] = []
-    seen = np.empty((terms.shape[0], terms.shape[1]))  # the kept columns, scaled, side by side
-    for j in range(terms.shape[1]):
-        col = terms[:, j]
-        scale = np.max(np.abs(col)) or 1.0
-        scaled = col / scale
-        # np.allclose(scaled, s, rtol=1e-9, atol=1e-12) against every kept s at once: the
-        # same test, element by element, as np.isclose spells it.
+    seen = np.empty_like(scaled)  # the kept columns side by side
+    for j in range(scaled.shape[1]):
+        x = scaled[:, j][:, None]
         if keep:
             s = seen[:, :len(keep)]
-            x = scaled[:, None]
             with np.errstate(invalid="ignore"):
                 close = (np.abs(x - s) <= 1e-12 + 1e-9 * np.abs(s)) & np.isfinite(s) | (x == s)
             if close.all(axis=0).any():
                 continue
-        seen[:, len(keep)] = scaled
+        seen[:, len(keep)] = scaled[:, j]
         keep.append(j)
     return keep
 

@@ -32,6 +32,7 @@ validation grow linearly in the configurations per query.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -46,6 +47,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Points of the series a move beyond the measured range is drawn through.
 NEAREST = 2
+#: No configuration (a route's members by default; shared, never written).
+_NO_IDS = np.zeros(0, dtype=int)
+_NO_IDS.flags.writeable = False
 
 
 @dataclass
@@ -53,7 +57,7 @@ class Route:
     """How a query is reached from the measured configurations."""
 
     kind: str  # "repeat", "axis", "gpu", "chain" or "none"
-    members: np.ndarray = field(default_factory=lambda: np.zeros(0, int))  # configuration ids
+    members: np.ndarray = field(default_factory=lambda: _NO_IDS)  # configuration ids
     axis: int = -1
     position: str = ""  # "inside", "beyond" or "single" (one other batch size: per sample)
     sources: list[tuple[int, Route]] = field(default_factory=list)  # gpu: (a config id, route)
@@ -92,15 +96,46 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray)
     others = allowed & ~on_hw
     if not others.any():
         return _chain(index, v, on_hw)
-    sources: list[tuple[int, Route]] = []
-    for g in np.unique(index.hw_id[others]):
-        mine = others & (index.hw_id == g)
-        sub = _route_on(index, v, mine)
-        if sub.kind != "none":
-            sources.append((int(np.flatnonzero(mine)[0]), sub))
+    sources = _sources(index, v, others)
     if not sources:
         return _chain(index, v, on_hw)
     return Route("gpu", sources=sources, new_gpu=not on_hw.any(), batch_axis=index.batch_axis)
+
+
+def _sources(index: SeriesIndex, v: np.ndarray, others: np.ndarray) -> list[tuple[int, Route]]:
+    """Each other GPU's route to the query, with the GPU's first configuration: the
+    :func:`_route_on` of each GPU's configurations among ``others``, found through one
+    look-up per axis for all GPUs (each GPU's share of it is what a look-up of its own
+    configurations returns, in the same order) rather than one per GPU and axis."""
+    hw = index.hw_id
+    gpus = np.unique(hw[others])
+    look = lookup(index) if len(index.cols) else None
+    q = look.query(v) if look is not None else None
+    out: list[tuple[int, Route]] = []
+    if look is None or q is None:
+        for g in gpus:
+            mine = others & (hw == g)
+            sub = _route_on(index, v, mine)
+            if sub.kind != "none":
+                out.append((int(np.flatnonzero(mine)[0]), sub))
+        return out
+    exact = look.same(q, others)
+    along: dict[int, np.ndarray] = {}
+
+    def members_of(j: int, g: int) -> np.ndarray:
+        if j not in along:
+            along[j] = look.along(q, j, others)
+        return along[j][hw[along[j]] == g]
+
+    for g in gpus:
+        mine_exact = exact[hw[exact] == g]
+        if len(mine_exact) and look.derived_differ(q, mine_exact):
+            continue
+        sub = (Route("repeat", members=mine_exact[:1]) if len(mine_exact)
+               else _best_axis(index, v, None, functools.partial(members_of, g=int(g))))
+        if sub.kind != "none":
+            out.append((int(np.flatnonzero(others & (hw == g))[0]), sub))
+    return out
 
 
 def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
@@ -198,12 +233,7 @@ def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
     two), else a single other batch size, else ``none``; ``members_of(j)``: the allowed
     configurations that differ from the query on axis ``j`` only."""
     best: Route | None = None
-    order = list(index.axes)
-    if index.batch_axis is not None:  # the batch axis first: it is what users move most
-        order.remove(index.batch_axis)
-        order.insert(0, index.batch_axis)
-    if only is not None:
-        order = [only]
+    order = _axis_order(index) if only is None else [only]
     single: Route | None = None
     for j in order:
         members = members_of(j)
@@ -213,8 +243,10 @@ def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
                            batch_axis=index.batch_axis)
         if len(members) < 2:
             continue
-        x = index.values[members, j]
-        position = "inside" if x.min() < v[j] < x.max() else "beyond"
+        # A few values: Python's min and max are faster than numpy's (a NaN: numpy's answer).
+        x = index.values[members, j].tolist()
+        inside = min(x) < v[j] < max(x) if all(e == e for e in x) else False
+        position = "inside" if inside else "beyond"
         candidate = Route("axis", members=members, axis=j, position=position,
                           batch_axis=index.batch_axis, name=index.cols[j])
         if best is None or len(members) > len(best.members):
@@ -222,6 +254,18 @@ def _best_axis(index: SeriesIndex, v: np.ndarray, only: int | None,
         if j == index.batch_axis:
             break
     return best or single or Route("none")
+
+
+def _axis_order(index: SeriesIndex) -> list[int]:
+    """The index's axes, the batch axis first (it is what users move most); built once."""
+    cache = index.__dict__
+    if "_axis_order" not in cache:
+        order = list(index.axes)
+        if index.batch_axis is not None:
+            order.remove(index.batch_axis)
+            order.insert(0, index.batch_axis)
+        cache["_axis_order"] = order
+    return cache["_axis_order"]
 
 
 #: Measured values of an axis a chain estimates points at, at most (the nearest to the query).

@@ -8,7 +8,8 @@ the best subset of *any* size 1..k_max (ties go to the smaller subset). scikit-l
 
 Speed: instead of refitting an estimator per candidate per fold, each fold's weighted, centred
 Gram matrix ``Z'WZ`` and moment ``Z'Wy`` are computed once; a candidate subset is then a small
-``k x k`` solve, and all candidates of a step are solved in one batched ``numpy.linalg.solve``.
+``k x k`` solve, and all candidates of a step are solved in one batched ``numpy.linalg.solve``
+(every fold at once), and scored on every fold's test rows at once (:class:`_Tests`).
 Ridge on unscaled columns (the paper) is solved on internally scaled columns with the penalty
 rescaled to match, which gives the same coefficients with far better conditioning.
 """
@@ -128,12 +129,7 @@ def _solve_folds(
     routine on the same numbers, so the coefficients are those of :func:`_solve_batch`); where
     any fold's system is singular, each fold is solved on its own as before.
     """
-    a = grams[:, subsets[:, :, None], subsets[:, None, :]]
-    k = subsets.shape[1]
-    diag = np.arange(k)
-    scale = np.maximum(np.abs(a[..., diag, diag]), 1e-300)
-    a[..., diag, diag] += penalty[subsets] + 1e-10 * scale
-    b = moments[:, subsets]
+    a, b = _systems(grams, moments, subsets, penalty)
     try:
         beta = np.linalg.solve(a, b[..., None])[..., 0]
     except np.linalg.LinAlgError:
@@ -145,6 +141,18 @@ def _solve_folds(
             beta[bad[:, 0], bad[:, 1]] = _nnls_many(a[bad[:, 0], bad[:, 1]],
                                                     b[bad[:, 0], bad[:, 1]])
     return beta
+
+
+def _systems(grams: np.ndarray, moments: np.ndarray, subsets: np.ndarray,
+             penalty: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The penalised normal equations of every fold and subset: (n_folds, n_cand, k, k) and
+    (n_folds, n_cand, k), as :func:`_solve_batch` forms them."""
+    a = grams[:, subsets[:, :, None], subsets[:, None, :]]
+    k = subsets.shape[1]
+    diag = np.arange(k)
+    scale = np.maximum(np.abs(a[..., diag, diag]), 1e-300)
+    a[..., diag, diag] += penalty[subsets] + 1e-10 * scale
+    return a, moments[:, subsets]
 
 
 def _nnls_many(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -186,6 +194,57 @@ def _mape(y: np.ndarray, pred: np.ndarray) -> np.ndarray:
     # np.mean's own arithmetic (a sum, then one division by the count) without its overhead,
     # which a selection pays per fold and step.
     return np.add.reduce(np.abs(pred - y) / np.abs(y), axis=-1) / y.shape[-1]
+
+
+@dataclass
+class _Tests:
+    """Every fold's test rows side by side, so that a step scores all folds in a few array
+    operations: each element is computed by the same operations as fold by fold (the same
+    einsum per prediction, the same reduction per fold's MAPE), so the scores are too."""
+
+    z: np.ndarray  # test rows of every fold, fold after fold (scaled columns)
+    y: np.ndarray  # their targets (seconds: ``exp`` of a log target)
+    fold: np.ndarray  # the fold of each test row
+    bounds: list[tuple[int, int]]  # each fold's rows in ``z``
+    mean_z: np.ndarray | None  # (n_folds, n_terms) training means (None: no intercept)
+    mean_y: np.ndarray | None
+    log_target: bool
+
+    @classmethod
+    def of(cls, zs: np.ndarray, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
+           prepared: list[_Fold], intercept: bool, log_target: bool) -> _Tests:
+        idx = np.arange(len(y))
+        tests = [idx[te] for _, te in folds]  # positions, whether given so or as masks
+        sizes = [len(te) for te in tests]
+        rows = np.concatenate(tests) if tests else idx[:0]
+        ends = np.cumsum(sizes).tolist()
+        bounds = list(zip([0, *ends[:-1]], ends, strict=True))
+        y_test = y[rows]
+        return cls(zs[rows], np.exp(y_test) if log_target else y_test,
+                   np.repeat(np.arange(len(sizes)), sizes), bounds,
+                   np.stack([f.mean_z for f in prepared]) if intercept and prepared else None,
+                   np.array([f.mean_y for f in prepared]) if intercept and prepared else None,
+                   log_target)
+
+    def scores(self, subsets: np.ndarray, betas: np.ndarray) -> np.ndarray:
+        """Mean MAPE over the folds of each candidate (inf where not finite)."""
+        pred = np.einsum("nck,nck->cn", self.z[:, subsets], betas[self.fold])
+        if self.mean_z is not None and self.mean_y is not None:
+            # Both operands C-ordered, as each fold's were: einsum's order of summation
+            # follows the memory layout.
+            icpt = self.mean_y[:, None] - np.einsum(
+                "fck,fck->fc", np.ascontiguousarray(betas),
+                np.ascontiguousarray(self.mean_z[:, subsets]))
+            pred += icpt[self.fold].T
+        if self.log_target:
+            pred = np.exp(np.clip(pred, -700, 700))
+        err = np.abs(pred - self.y) / np.abs(self.y)
+        scores = np.zeros(len(subsets))
+        for start, end in self.bounds:
+            scores += np.add.reduce(err[:, start:end], axis=-1) / (end - start)
+        scores /= len(self.bounds)
+        scores[~np.isfinite(scores)] = np.inf
+        return scores
 
 
 def forward_select(
@@ -247,26 +306,18 @@ def forward_select(
     prepared = [_prepare_fold(zs, y, w, tr, te, intercept) for tr, te in folds]
     grams = np.stack([fold.gram for fold in prepared]) if prepared else np.empty((0, p, p))
     moments = np.stack([fold.moment for fold in prepared]) if prepared else np.empty((0, p))
-    exp_y = [np.exp(fold.y_test) if log_target else fold.y_test for fold in prepared]
+    tests = _Tests.of(zs, y, folds, prepared, intercept, log_target)
     pool = list(range(p)) if candidates is None else [int(c) for c in candidates]
     chosen: list[int] = [int(r) for r in required]
     pool = [c for c in pool if c not in chosen]
     path: list[tuple[tuple[int, ...], float]] = []
     k_max = min(k_max, len(pool))
     for _ in range(k_max):
-        cand = np.asarray(pool)
-        subsets = np.column_stack([np.tile(chosen, (len(cand), 1)), cand]).astype(int)
-        scores = np.zeros(len(cand))
-        betas = _solve_folds(grams, moments, subsets, penalty, nonneg)
-        for fold, beta, seconds in zip(prepared, betas, exp_y, strict=True):
-            icpt = fold.mean_y - np.einsum("ck,ck->c", beta, fold.mean_z[subsets])
-            pred = np.einsum("nck,ck->cn", fold.z_test[:, subsets], beta) + icpt[:, None]
-            if log_target:
-                scores += _mape(seconds, np.exp(np.clip(pred, -700, 700)))
-            else:
-                scores += _mape(fold.y_test, pred)
-        scores /= len(prepared)
-        scores[~np.isfinite(scores)] = np.inf
+        cand = np.asarray(pool, dtype=int)
+        subsets = np.empty((len(cand), len(chosen) + 1), dtype=int)
+        subsets[:, :-1] = chosen
+        subsets[:, -1] = cand
+        scores = tests.scores(subsets, _solve_folds(grams, moments, subsets, penalty, nonneg))
         best = int(np.argmin(scores))
         chosen.append(int(cand[best]))
         pool.remove(int(cand[best]))
