@@ -20,11 +20,14 @@ seconds of a ``--stop-after auto`` run of the candidate, :func:`profile_seconds`
 
 Two terms make up a route's expected error:
 
-- the chosen move's validated MAPE, scaled by ``r(1 + r)`` over the same at the validated
-  reach (``r``: the reach in steps of the series' last spacing; a line drawn through a curved
-  series misses by about the distance times the span, as a Taylor expansion has it), capped as
-  the intervals are, at :data:`MAX_WIDER`; below the validated reach it keeps shrinking: a point
-  measured next to the target leaves less to extrapolate;
+- the chosen move's validated MAPE, scaled by ``d₁·d₂ / s²`` over ``v(1 + v)`` (``d₁, d₂``: the
+  target's distances to the two points the line is drawn through, ``s`` the wider of their
+  spacing and the last one before the candidate, ``v`` the validated reach in spacings; a line
+  drawn through a curved series misses by about the product of the distances, as a Taylor
+  expansion has it: ``r(1 + r)`` at ``r`` spacings beyond; :func:`route_error` says why the
+  wider spacing), capped as the intervals are, at
+  :data:`MAX_WIDER`; below the validated reach it keeps shrinking: a point measured next to the
+  target leaves less to extrapolate;
 - the measurement noise of the series' end points carried to the target by a straight line
   through them (``√((1 + r)² σ₁² + r² σ₂²)`` at ``r`` spacings beyond the last point ``1``), a
   point's ``σ`` the validated repeat noise of the series (or :data:`AUTO_PRECISION`, what one
@@ -190,7 +193,7 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
     errors = before.copy()
     for space in spaces.values():
         errors[space.targets] = np.where(
-            np.isfinite(now := space.errors(space.measured())), now, before[space.targets])
+            np.isfinite(now := space.errors(space.measured())[0]), now, before[space.targets])
     picked = _greedy(spaces, errors, before, cost, k)
     out = candidates.iloc[[c for c, _, _ in picked]].copy()
     out["expected_mape_after"] = [after for _, after, _ in picked]
@@ -233,11 +236,6 @@ class _Space:
         repeat = local.moves.get("repeat")
         self.noise = AUTO_PRECISION if repeat is None or repeat.prior else max(
             repeat.mape, AUTO_PRECISION)
-        #: Each target's spacing over the measured configurations alone: the unit its reach
-        #: is validated in, kept while candidates are added (see :func:`route_error`).
-        now = self.measured()
-        self.spacing = [_gaps(index, route(index, self.values[i], self.hw[i], now),
-                              self.values[i])[2] for i in range(len(targets))]
 
     def measured(self, extra: tuple[int, ...] = ()) -> np.ndarray:
         mask = np.zeros(self.index.n, dtype=bool)
@@ -245,14 +243,21 @@ class _Space:
         mask[[self.n + e for e in extra]] = True
         return mask
 
-    def errors(self, allowed: np.ndarray) -> np.ndarray:
-        """Expected error of every target of this network over ``allowed`` (NaN: no route)."""
+    def errors(self, allowed: np.ndarray, unit: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Expected error of every target of this network over ``allowed`` (NaN: no route),
+        and the unit its reach was counted in: the wider of its route's last spacing and
+        ``unit``, the unit of the configurations the newest one was added to (a target's unit
+        never shrinks as points are added; see :func:`route_error`)."""
         out = np.full(len(self.targets), np.nan)
+        units = np.zeros(len(self.targets))
         for i in range(len(self.targets)):
             r = route(self.index, self.values[i], self.hw[i], allowed)
+            units[i] = max(_gaps(self.index, r, self.values[i])[2],
+                           0.0 if unit is None else float(unit[i]))
             out[i] = route_error(self.local, self.index, r, self.values[i], self.noise,
-                                 self.spacing[i])
-        return out
+                                 units[i])
+        return out, units
 
 
 def _space(local: Any, prep_t: Any, t_rows: np.ndarray, prep_c: Any,
@@ -293,13 +298,20 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     """Expected error (fraction) of a query reached by route ``r`` (NaN for ``none``).
 
     ``noise``: the error of one run of a configuration (the validated repeat noise).
-    ``spacing``: the series' last spacing the validated reach counts steps of (default: the
-    route's own). A line through the points ``x₁, x₂`` nearest a query ``q`` misses a curve by
-    about ``(q − x₁)(q − x₂)`` times its curvature (Taylor): ``r(1 + r)`` spacings² where the
-    spacing is the route's own. Counted in the spacing of the measured series, a candidate
-    that shortens the last spacing (64 added to 4 and 128, asked 256) lowers the error, as a
-    line through nearer points does; counted in its own, it had raised it (the same 256 at
-    one spacing of 64–128 looked further than at 0.2 spacings of 4–128).
+    ``spacing``: the last spacing of the series the route's newest point was added to
+    (default: the route's own). A line
+    through the points ``x₁, x₂`` nearest a query ``q`` misses a curve by about
+    ``(q − x₁)(q − x₂)`` times its curvature (Taylor), ``r(1 + r)`` spacings² at ``r`` of the
+    route's own spacings, the unit the validated reach is counted in. The unit is the wider of
+    the route's own spacing and the one of the series before the candidate came: a candidate
+    that extends the series (2, 4 and 128, asked 256) is judged in its own, wider steps, as
+    the intervals are; one that shortens the last spacing (64 added to 4 and 128) keeps the
+    series' unit, so that the product of distances, which shrinks as the points near the
+    query, decides. Counted in its own steps, 256 at one spacing of 64–128 had looked further
+    than at 0.2 of 4–128, and a measurement raised the expected error; counted in the
+    measured series' steps alone, every candidate of a finely spaced series (sia2023's √2
+    steps) hit the cap of
+    :data:`MAX_WIDER` and only the cost told them apart.
     """
     if r.kind == "none":
         return float("nan")
@@ -318,7 +330,7 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     end, nxt = _end_noise(index, r, v, noise)
     if r.position == "beyond":
         near, far, own = _gaps(index, r, v)
-        unit = spacing if spacing is not None and spacing > 0 else own
+        unit = max(own, spacing if spacing is not None else own)
         validated = max(move.reach if move is not None else 1.0, 1e-9)
         scale = min(MAX_WIDER, near * far / (unit * unit * validated * (1 + validated)))
         steps_out = near / max(own, 1e-12)  # the noise is carried in the route's own steps
@@ -369,25 +381,26 @@ def _greedy(spaces: dict[str, _Space], errors: np.ndarray, before: np.ndarray,
     module docstring says why): (candidate position, targets' mean error after, gain per
     second)."""
     chosen: dict[str, list[int]] = {net: [] for net in spaces}
+    units = {net: space.errors(space.measured())[1] for net, space in spaces.items()}
     current = errors.copy()
     picked: list[tuple[int, float, float]] = []
     for _ in range(k):
-        best: tuple[float, float, str, int, np.ndarray] | None = None
+        best: tuple[float, float, str, int, np.ndarray, np.ndarray] | None = None
         for net, space in spaces.items():
             for j in map(int, np.flatnonzero(space.novel)):
                 if j in chosen[net]:
                     continue
-                now = space.errors(space.measured((*chosen[net], j)))
+                now, unit = space.errors(space.measured((*chosen[net], j)), units[net])
                 trial = current.copy()
                 trial[space.targets] = np.where(np.isfinite(now), now, before[space.targets])
                 gain = _information(float(np.mean(current)), float(np.mean(trial)))
                 c = float(cost[space.rows[j]])
                 rate = gain / c if c > 0 else 0.0
                 if best is None or (rate, -c) > (best[0], -best[1]):
-                    best = (rate, c, net, j, trial)
+                    best = (rate, c, net, j, trial, unit)
         if best is None:
             break
-        rate, _, net, pick, trial = best
+        rate, _, net, pick, trial, units[net] = best
         chosen[net].append(pick)
         current = trial
         picked.append((int(spaces[net].rows[pick]), float(np.mean(current)), rate))
