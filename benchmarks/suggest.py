@@ -234,7 +234,10 @@ def simulate(series: Series) -> list[dict]:
         row = {"source": series.source, "series": series.name, "k": k,
                "suggest": user.error(mine),
                "expected": float(picks["expected_mape_after"].iloc[k - 1]),
-               "before": user.error(()), "seconds": budget, "picks": mine}
+               "before": user.error(()), "seconds": budget, "picks": mine,
+               "nearest picks": tuple(orders["nearest"][0][:k]),
+               "nearest expected": _expected(model, x_target, firsts, series.axis,
+                                             orders["nearest"][0][:k])}
         for method in METHODS:
             by_count = [user.error(tuple(o[:k])) for o in orders[method]]
             by_time = [user.error(user.within(o, budget)) for o in orders[method]]
@@ -242,6 +245,31 @@ def simulate(series: Series) -> list[dict]:
             row[f"{method} (s)"] = float(np.median(by_time))
         rows.append(row)
     return rows
+
+
+def _expected(model: TrainingTimeModel, x_target: pd.DataFrame, firsts: pd.DataFrame,
+              axis: str, values: list[float]) -> float:
+    """``suggest``'s expected error once ``values`` are measured (the nearest method's picks:
+    what the gain model thought of them)."""
+    cands = firsts[firsts[axis].isin(values)].drop(columns="time_s")
+    picks = model.suggest(x_target, cands, k=len(values))
+    return float(picks["expected_mape_after"].iloc[-1]) if len(picks) else float("nan")
+
+
+def picks_table(results: pd.DataFrame) -> list[str]:
+    """Per series and k where ``suggest`` and ``nearest`` differ: both picks, what ``suggest``
+    expected of each and their realised errors (why one wins)."""
+    lines = ["| data set | series | k | suggest picks | expected | realised | nearest picks | "
+             "expected | realised |", "| --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: |"]
+    for row in results.to_dict("records"):
+        mine, near = row["picks"], row["nearest picks"]
+        if set(mine) == set(near):
+            continue
+        lines.append(f"| {row['source']} | {row['series']} | {row['k']} | {list(mine)} | "
+                     f"{100 * row['expected']:.1f} | {100 * row['suggest']:.1f} | "
+                     f"{list(near)} | {100 * row['nearest expected']:.1f} | "
+                     f"{100 * row['nearest (count)']:.1f} |")
+    return lines
 
 
 # ---------------------------------------------------------------------------- report
@@ -287,6 +315,8 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="store docs/figures/suggest.md")
     parser.add_argument("--limit", type=int, default=0, help="series per data set (0: all)")
     parser.add_argument("--rows", help="also write every (series, k) row to this CSV file")
+    parser.add_argument("--picks", action="store_true",
+                        help="also print, per series and k, suggest's and nearest's picks")
     args = parser.parse_args()
     scenarios = shipped_scenarios()
     table = lattuada_table()
@@ -313,6 +343,8 @@ def main() -> None:
             "`benchmarks/suggest.py --write` regenerates this file.*", ""]
     text = "\n".join(head + report(frame)) + "\n"
     print(text)
+    if args.picks:
+        print("\n".join(picks_table(frame)))
     if args.write:
         (ROOT / "docs" / "figures" / "suggest.md").write_text(text)
 
