@@ -235,7 +235,7 @@ def simulate(series: Series) -> list[dict]:
                "suggest": user.error(mine),
                "expected": float(picks["expected_mape_after"].iloc[k - 1]),
                "before": user.error(()), "seconds": budget, "picks": mine,
-               "nearest picks": tuple(orders["nearest"][0][:k]),
+               "nearest picks": tuple(float(v) for v in orders["nearest"][0][:k]),
                "nearest expected": _expected(model, x_target, firsts, series.axis,
                                              orders["nearest"][0][:k])}
         for method in METHODS:
