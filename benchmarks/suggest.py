@@ -18,9 +18,9 @@ scored after a refit:
 - ``nearest``: the candidates nearest the target first.
 
 By count every method adds k; by seconds each baseline walks its own order and adds what fits
-in the profiling seconds ``suggest``'s k picks took (a candidate costs its measured seconds
-per iteration × ``AUTO_ITERATIONS``, what a ``--stop-after auto`` run of it would take at its
-ceiling). ``expected ≥ realised``: the share of (series, k) where the target's realised error
+in the profiling seconds ``suggest``'s k picks took (a candidate costs what ``suggest`` prices
+a run by, at its measured seconds per iteration: ``RUN_OVERHEAD_S`` plus the iterations
+``--stop-after auto`` needs at the series' noise, ``DEFAULT_NOISE`` for these tables). ``expected ≥ realised``: the share of (series, k) where the target's realised error
 is below ``suggest``'s ``expected_mape_after`` (calibrated: about half).
 
 Public figures held out: where too few moves can be validated (two or three measured points),
@@ -55,10 +55,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
 
+from gpuperf_magics.auto_stop import auto_iterations  # noqa: E402
 from gpuperf_magics.datasets import fetch_lattuada2022, fetch_sia2023  # noqa: E402
 from gpuperf_magics.model import TrainingTimeModel  # noqa: E402
 from gpuperf_magics.model.network_fit import MEASURED_MAPE  # noqa: E402
-from gpuperf_magics.model.suggest import AUTO_ITERATIONS  # noqa: E402
+from gpuperf_magics.model.suggest import (  # noqa: E402
+    DEFAULT_NOISE,
+    RUN_OVERHEAD_S,
+    iteration_noise,
+)
 
 KS = (1, 2, 3)
 DRAWS = 20
@@ -165,7 +170,10 @@ class User:
         values = np.sort(frame[axis].unique())
         self.start, self.target, self.cands = values[:2], values[-1], values[2:-1]
         per_it = frame["time_s"] / frame["iterations"]
-        self.cost = {v: AUTO_ITERATIONS * float(per_it[frame[axis] == v].median())
+        # The rule suggest prices a run by: --stop-after auto's iterations at the series'
+        # noise (the public tables hold no iteration times: the default), plus the overhead.
+        its = auto_iterations(next(iter(iteration_noise(frame).values()), DEFAULT_NOISE))
+        self.cost = {v: RUN_OVERHEAD_S + its * float(per_it[frame[axis] == v].median())
                      for v in self.cands}
         self.target_rows = frame[frame[axis] == self.target]
         self._errors: dict[frozenset, float] = {}
@@ -226,7 +234,10 @@ def simulate(series: Series) -> list[dict]:
         row = {"source": series.source, "series": series.name, "k": k,
                "suggest": user.error(mine),
                "expected": float(picks["expected_mape_after"].iloc[k - 1]),
-               "before": user.error(()), "seconds": budget, "picks": mine}
+               "before": user.error(()), "seconds": budget, "picks": mine,
+               "nearest picks": tuple(float(v) for v in orders["nearest"][0][:k]),
+               "nearest expected": _expected(model, x_target, firsts, series.axis,
+                                             orders["nearest"][0][:k])}
         for method in METHODS:
             by_count = [user.error(tuple(o[:k])) for o in orders[method]]
             by_time = [user.error(user.within(o, budget)) for o in orders[method]]
@@ -234,6 +245,31 @@ def simulate(series: Series) -> list[dict]:
             row[f"{method} (s)"] = float(np.median(by_time))
         rows.append(row)
     return rows
+
+
+def _expected(model: TrainingTimeModel, x_target: pd.DataFrame, firsts: pd.DataFrame,
+              axis: str, values: list[float]) -> float:
+    """``suggest``'s expected error once ``values`` are measured (the nearest method's picks:
+    what the gain model thought of them)."""
+    cands = firsts[firsts[axis].isin(values)].drop(columns="time_s")
+    picks = model.suggest(x_target, cands, k=len(values))
+    return float(picks["expected_mape_after"].iloc[-1]) if len(picks) else float("nan")
+
+
+def picks_table(results: pd.DataFrame) -> list[str]:
+    """Per series and k where ``suggest`` and ``nearest`` differ: both picks, what ``suggest``
+    expected of each and their realised errors (why one wins)."""
+    lines = ["| data set | series | k | suggest picks | expected | realised | nearest picks | "
+             "expected | realised |", "| --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: |"]
+    for row in results.to_dict("records"):
+        mine, near = row["picks"], row["nearest picks"]
+        if set(mine) == set(near):
+            continue
+        lines.append(f"| {row['source']} | {row['series']} | {row['k']} | {list(mine)} | "
+                     f"{100 * row['expected']:.1f} | {100 * row['suggest']:.1f} | "
+                     f"{list(near)} | {100 * row['nearest expected']:.1f} | "
+                     f"{100 * row['nearest (count)']:.1f} |")
+    return lines
 
 
 # ---------------------------------------------------------------------------- report
@@ -279,6 +315,8 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="store docs/figures/suggest.md")
     parser.add_argument("--limit", type=int, default=0, help="series per data set (0: all)")
     parser.add_argument("--rows", help="also write every (series, k) row to this CSV file")
+    parser.add_argument("--picks", action="store_true",
+                        help="also print, per series and k, suggest's and nearest's picks")
     args = parser.parse_args()
     scenarios = shipped_scenarios()
     table = lattuada_table()
@@ -299,10 +337,14 @@ def main() -> None:
     head = [f"*Measured by `python benchmarks/suggest.py` on commit `{commit}` "
             f"({time.strftime('%Y-%m-%d')}). Target error: "
             f"MAPE % of the held-out far configuration, median over series; a candidate "
-            f"costs {AUTO_ITERATIONS} iterations (the `--stop-after auto` ceiling) at its "
-            "measured time. `benchmarks/suggest.py --write` regenerates this file.*", ""]
+            f"costs {auto_iterations(DEFAULT_NOISE)} iterations (what `--stop-after auto` "
+            f"needs at a {100 * DEFAULT_NOISE:g}% spread of iteration times, the tables "
+            f"holding none) at its measured time plus {RUN_OVERHEAD_S:g} s. "
+            "`benchmarks/suggest.py --write` regenerates this file.*", ""]
     text = "\n".join(head + report(frame)) + "\n"
     print(text)
+    if args.picks:
+        print("\n".join(picks_table(frame)))
     if args.write:
         (ROOT / "docs" / "figures" / "suggest.md").write_text(text)
 

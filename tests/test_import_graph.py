@@ -5,9 +5,9 @@ inside a function runs only when the function does, so it is invisible there. Th
 every module's source (``ast``) and checks each ``import`` statement, wherever it stands, against
 the layer order of the README, bottom to top:
 
-``_version, columns, units, _checks`` → ``hardware/`` → ``architecture/`` → ``run`` →
-``store/`` → ``model/`` → ``capture/`` → ``prediction/`` → ``skins/`` → the root: one layer a
-folder (the root's few modules sit at the bottom).
+``_version, columns, units, _checks, auto_stop`` → ``hardware/`` → ``architecture/`` →
+``run`` → ``store/`` → ``model/`` → ``capture/`` → ``prediction/`` → ``skins/`` → the root: one
+layer a folder (the root's few modules sit at the bottom).
 
 ``datasets`` (downloads of public measurements) uses nothing of the package and sits beside the
 bottom. Imports under ``if TYPE_CHECKING:`` are type hints, never run, and are left out.
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
 # Each top-level module or subpackage of the package → its layer (higher may import lower).
 LAYERS: dict[str, int] = {
-    "_version": 0, "columns": 0, "units": 0, "_checks": 0, "datasets": 0,
+    "_version": 0, "columns": 0, "units": 0, "_checks": 0, "auto_stop": 0, "datasets": 0,
     "hardware": 1,
     "architecture": 2,
     "run": 3,

@@ -1,8 +1,8 @@
 """The layers as the README draws them: each imported alone, in a fresh process, pulls in none
 of the modules above it.
 
-Bottom to top: ``_version, columns, units, _checks`` → ``hardware/`` → ``architecture/`` →
-``run`` → ``store/`` → ``model/`` → ``capture/`` → ``prediction/`` → ``skins/`` → the package
+Bottom to top: ``_version, columns, units, _checks, auto_stop`` → ``hardware/`` →
+``architecture/`` → ``run`` → ``store/`` → ``model/`` → ``capture/`` → ``prediction/`` → ``skins/`` → the package
 root, which imports nothing until a name is used.
 Imports inside functions (``Run.save`` → store) are not checked here: they run at call time.
 """
@@ -31,6 +31,7 @@ FORBIDDEN: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "columns": (("*",), ("numpy", "pandas")),
     "units": (("*",), ("numpy", "pandas")),
     "_checks": (("*",), ("numpy", "pandas")),
+    "auto_stop": (("*",), ("numpy", "pandas")),
     "hardware": (("store", "model", "run", "architecture", "capture", *PREDICTION, *SKINS),
                  ("torch", "pynvml", "pandas", *NOTEBOOK)),
     "hardware.catalog": (("store", "model", "run", "capture", *PREDICTION, *SKINS),

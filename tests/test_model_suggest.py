@@ -1,14 +1,24 @@
 """What to profile next (gpuperf_magics.model.suggest): the best expected gain per second on a
-series with a known curve and cost; measured and other-GPU candidates never suggested."""
+series with a known curve and cost; measured and other-GPU candidates never suggested; a run
+priced by the iterations ``--stop-after auto`` needs at the series' noise."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from gpuperf_magics.auto_stop import AUTO_CEILING, AUTO_FLOOR, RULE_OVERSHOOT, auto_iterations
 from gpuperf_magics.model import TrainingTimeModel
-from gpuperf_magics.model.suggest import AUTO_ITERATIONS, device_name, latest_device
+from gpuperf_magics.model.suggest import (
+    DEFAULT_NOISE,
+    RUN_OVERHEAD_S,
+    device_name,
+    iteration_noise,
+    latest_device,
+)
 
 #: A known curve: seconds per iteration = floor + slope × batch (a line, so a piecewise-linear
 #: move through two measured points predicts every batch exactly, and so every cost).
@@ -38,11 +48,13 @@ def test_suggestion_is_the_best_expected_gain_per_second() -> None:
     before = best.attrs["expected_mape_before"]
     # Each candidate alone: its expected error once measured and its cost.
     alone = pd.concat([model.suggest(target, candidates.loc[[c]], k=1) for c in candidates.index])
-    rate = (before - alone["expected_mape_after"]) / alone["cost_s"]
+    rate = np.log(before / alone["expected_mape_after"]) / alone["cost_s"]
     assert best.index[0] == rate.idxmax()
     assert best["gain_per_s"].iloc[0] == pytest.approx(rate.max())
-    # The known cost: a run of AUTO_ITERATIONS iterations on the known curve.
-    known = AUTO_ITERATIONS * (FLOOR + SLOPE * alone["batch_size"].to_numpy(float))
+    # The known cost: the iterations --stop-after auto needs at the default noise (the runs
+    # hold no iteration times) on the known curve, plus a run's overhead.
+    its = auto_iterations(DEFAULT_NOISE)
+    known = RUN_OVERHEAD_S + its * (FLOOR + SLOPE * alone["batch_size"].to_numpy(float))
     np.testing.assert_allclose(alone["cost_s"].to_numpy(), known, rtol=1e-6)
     # The candidates' own columns and index are kept.
     assert list(best.columns[: len(candidates.columns)]) == list(candidates.columns)
@@ -50,6 +62,41 @@ def test_suggestion_is_the_best_expected_gain_per_second() -> None:
     # Nearer the target leaves less to extrapolate: the expected error falls with the batch.
     after = alone["expected_mape_after"].to_numpy()
     assert np.all(np.diff(after) <= 1e-12) and after[-1] < after[0] < before
+
+
+@pytest.mark.parametrize("spread", [0.005, 0.08, 0.6])
+def test_a_noisier_series_costs_more_iterations_within_the_floor_and_ceiling(spread) -> None:
+    """Runs whose iteration times spread more need more iterations of --stop-after auto to
+    know their median within 1%: the cost follows, clipped to the rule's floor and ceiling."""
+    measured = _runs((2, 4)).assign(it_median_s=0.01, it_p90_s=0.01 * (1 + 1.2816 * spread))
+    model = _fitted(measured)
+    assert model.iteration_noise_ == {"net": pytest.approx(spread, rel=1e-3)}
+    picks = model.suggest(_runs((256,)), _runs((64,)), k=1)
+    per_it = FLOOR + SLOPE * 64
+    its = (picks["cost_s"].iloc[0] - RUN_OVERHEAD_S) / per_it
+    assert its == pytest.approx(auto_iterations(spread), rel=1e-6)
+    expected = {0.005: AUTO_FLOOR, 0.6: AUTO_CEILING}.get(spread)
+    if expected is not None:
+        assert round(its) == expected
+    else:
+        assert AUTO_FLOOR < its < AUTO_CEILING
+        # n ≈ (z·√(π/2)·σ / 1%)²: the 1/√n shrinking of the median's interval.
+        # Times what the capture's rule runs beyond that count (auto_stop.RULE_OVERSHOOT).
+        assert its == pytest.approx(
+            RULE_OVERSHOOT * (1.96 * math.sqrt(math.pi / 2) * spread / 0.01) ** 2, rel=0.02)
+
+
+def test_iteration_noise_reads_the_runs_spread() -> None:
+    runs = pd.DataFrame({"network": ["a", "a", "a", "b", "c"],
+                         "it_median_s": [1.0, 1.0, 1.0, 2.0, 1.0],
+                         "it_p90_s": [1.0 + 1.2816 * 0.02, 1.0 + 1.2816 * 0.04, np.nan, np.nan,
+                                      np.nan],
+                         "it_std_s": [np.nan, np.nan, 0.5, 0.2, np.nan],
+                         "it_mean_s": [np.nan, np.nan, 1.0, 2.0, np.nan]})
+    noise = iteration_noise(runs)
+    # a: 2% and 4% from the 90th percentile, 50% from the standard deviation: the median, 4%.
+    assert noise == {"a": pytest.approx(0.04, rel=1e-3), "b": pytest.approx(0.1)}
+    assert iteration_noise(runs.drop(columns="it_median_s")) == {}  # an imported table
 
 
 def test_k_picks_are_greedy_and_each_narrows_the_answer() -> None:

@@ -133,9 +133,10 @@ def test_depths_between_the_measured_and_the_asked_one_are_candidates(tmp_path):
 
 
 def test_each_suggestion_listed_narrows_the_answer(tmp_path):
-    """The list stops before the first pick that would not narrow the targets' error (a
-    run of batch 64 after 128 widened it from 8% to 22% on this store): each line listed
-    lowers the expected error the line above it leaves."""
+    """The list stops before the first pick that would not narrow the targets' error (under
+    the first gain model a run of batch 64 after 128 widened it from 8% to 22% on this store;
+    since the reach is measured in the series' widest spacing, it narrows 8% to 7%): each line
+    listed lowers the expected error the line above it leaves."""
     store = _peaks_store(tmp_path / "runs.sqlite")
     found = next_runs(gm.predict_time(store, batch_sizes=[512], iterations=100),
                       fit_store(store), k=3)
@@ -144,4 +145,3 @@ def test_each_suggestion_listed_narrows_the_answer(tmp_path):
     assert (found.picks["gain_per_s"] > 0).all()
     assert all(b < a for a, b in zip([found.picks.attrs["expected_mape_before"], *after],
                                      after, strict=False))
-    assert not any(line.startswith("profile batch 64 ") for line in found.lines)

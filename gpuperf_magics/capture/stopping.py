@@ -48,22 +48,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-#: ``auto`` stops once the median is known within this fraction (half-width of its interval).
-AUTO_PRECISION = 0.01
-#: ``auto`` never stops before this many iterations. The warm-up is decided afterwards from
-#: the whole run and may be up to a fifth of it: at 50 that is 10 iterations (first call,
-#: compilation, autotuning of a few shapes), and at least 40 steady ones are left, enough for
-#: slow events that recur every few dozen steps (a DataLoader refill, garbage collection) to
-#: show up in the sample at all.
-AUTO_FLOOR = 50
-#: ``auto`` always stops here. The interval's half-width shrinks as 1/sqrt(n): about
-#: 2.5 × (spread of the iteration times) / sqrt(n), so 1000 iterations reach 1% for a spread
-#: up to about 12%. Noisier timings are the machine's (other processes, a loop with periodic
-#: evaluation) and more iterations would cost the user's time for little; the run then says
-#: how well its median is known.
-AUTO_CEILING = 1000
-#: 95% two-sided normal quantile of the binomial approximation of the median's ranks.
-_Z = 1.959963984540054
+# The rule's numbers live at the bottom of the package, where the model prices a run by them.
+from gpuperf_magics.auto_stop import AUTO_CEILING, AUTO_FLOOR, AUTO_PRECISION
+from gpuperf_magics.auto_stop import MEDIAN_Z as _Z
+
 #: Between two checks of the auto rule at n iterations there are at least n/32 iterations:
 #: the checks cost O(n) each, so O(n) per doubling of the run and over the whole run (not
 #: O(n²)). Where the interval is still wide the next check waits longer: the half-width h

@@ -7,21 +7,32 @@ measured configurations (:mod:`~.local`), its kind of move gives the validated M
 further beyond its series than the validated ones errs in proportion (:func:`~.local.reach`),
 as :meth:`DefaultModel.predict_table` widens its interval. Each candidate is then added to
 the measured configurations *by position only* (its time is not needed to know which series it
-extends) and the targets are routed again: the drop of their mean expected error is the gain,
-the predicted seconds of a ``--stop-after auto`` run of the candidate its cost.
+extends) and the targets are routed again.
+
+The gain is the information the run brings about the targets: the drop of the log of their
+mean expected error (an error ``e`` is the scale of the answer's error distribution, whose
+entropy is ``log e`` plus a constant, so ``log(before / after)`` is the expected information
+gain of Bayesian experimental design; "±31% → ±9%" is a narrowing by a factor). A plain drop
+``before − after`` is nearly the same for every candidate once ``before`` is large (each removes
+most of it), so the cheapest one won whatever it left: on the benchmark it picked a batch far
+from the asked one, whose realised error was twice the nearest one's. Its cost: the predicted
+seconds of a ``--stop-after auto`` run of the candidate, :func:`profile_seconds`.
 
 Two terms make up a route's expected error:
 
-- the chosen move's validated MAPE, scaled by ``r(1 + r)`` over the same at the validated
-  reach (``r``: the reach in steps of the series' last spacing; a line drawn through a curved
-  series misses by about the distance times the span, as a Taylor expansion has it), capped as
-  the intervals are, at :data:`MAX_WIDER`; below the validated reach it keeps shrinking: a point
-  measured next to the target leaves less to extrapolate (a plain ``r`` scaling did as well
-  on the benchmark, 4.0% against 4.1% at k = 1);
+- the chosen move's validated MAPE, scaled by ``d₁·d₂ / s²`` over ``v(1 + v)`` (``d₁, d₂``: the
+  target's distances to the two points the line is drawn through, ``s`` the wider of their
+  spacing and the last one before the candidate, ``v`` the validated reach in spacings; a line
+  drawn through a curved series misses by about the product of the distances, as a Taylor
+  expansion has it: ``r(1 + r)`` at ``r`` spacings beyond; :func:`route_error` says why the
+  wider spacing), capped as the intervals are, at
+  :data:`MAX_WIDER`; below the validated reach it keeps shrinking: a point measured next to the
+  target leaves less to extrapolate;
 - the measurement noise of the series' end points carried to the target by a straight line
-  through them (``σ·√((1 + r)² + r²)`` at ``r`` spacings beyond the last point), with ``σ`` the
-  validated repeat noise of the series (or :data:`AUTO_PRECISION`, what one ``--stop-after auto``
-  run knows its median to, where the series has no repeats).
+  through them (``√((1 + r)² σ₁² + r² σ₂²)`` at ``r`` spacings beyond the last point ``1``), a
+  point's ``σ`` the validated repeat noise of the series (or :data:`AUTO_PRECISION`, what one
+  ``--stop-after auto`` run knows its median to, where the series has no repeats) over the
+  square root of its runs: a median of twelve repeats is known better than one new run.
 
 A move to another GPU adds its validated error to the error of the source's own move in
 quadrature. The choice of k candidates is greedy: the first is the best alone, the second the
@@ -37,16 +48,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuperf_magics.auto_stop import AUTO_PRECISION, auto_iterations
 from gpuperf_magics.model.inputs import prepare
-from gpuperf_magics.model.local import Route, family, reach, route
+from gpuperf_magics.model.local import Route, family, route
 from gpuperf_magics.model.series import SeriesIndex, query_arrays
 
-#: Iterations a ``--stop-after auto`` run is costed at: the ceiling of the automatic stop
-#: (a run stops earlier once its median is known within 1%, so this is the dearest case).
-AUTO_ITERATIONS = 200
-#: What one ``--stop-after auto`` run knows its median per iteration to (the stop rule's
-#: confidence interval, 1%): the noise of a new point where the series shows no repeats.
-AUTO_PRECISION = 0.01
+#: Spread of the iteration times (relative standard deviation) a run is costed at where the
+#: fitted runs do not tell it (tables imported without ``it_median_s`` and ``it_p90_s``): a
+#: ``--stop-after auto`` run then needs about 300 iterations (:func:`auto_iterations`). A prior,
+#: between a steady GPU loop (1-3%: the floor of 50) and a busy machine (12%: the ceiling).
+DEFAULT_NOISE = 0.05
+#: Seconds a profiled run costs beyond its iterations: entering the block (the hardware and the
+#: model's architecture read, the hooks set) and the first iteration's extra. Measured on a tiny
+#: MLP on this project's CPU: 0.2-0.5 s for a fresh process's first run, 0.03-0.04 s after.
+#: The user's own set-up (data, model) enters through the series' set-up time where its runs
+#: tell it (:func:`~.series.build_index`).
+RUN_OVERHEAD_S = 0.5
+#: z of the 90th percentile of a normal: ``(p90 / median - 1) / z`` estimates the spread.
+_P90_Z = 1.2815515655446004
 #: Most a move's error grows beyond the validated reach (the intervals' own cap).
 MAX_WIDER = 4.0
 #: Columns :func:`suggest` adds to the candidates it returns.
@@ -79,8 +98,45 @@ def latest_device(X: Any) -> str | None:
     return device_name(str(label))
 
 
+def iteration_noise(X: Any) -> dict[str, float]:
+    """Per network of a fit table, the spread of its runs' steady iteration times (relative
+    standard deviation, the median over its runs): what a ``--stop-after auto`` run of it
+    needs iterations for (:func:`~gpuperf_magics.auto_stop.auto_iterations`).
+
+    Read from ``(it_p90_s / it_median_s - 1) / 1.28`` (a 90th percentile is not moved by the
+    rare long step, a garbage collection, that a standard deviation is), else from
+    ``it_std_s / it_mean_s``; networks whose runs hold neither (imported tables) are left out.
+    """
+    if not isinstance(X, pd.DataFrame) or "it_median_s" not in X.columns:
+        return {}
+    median = pd.to_numeric(X["it_median_s"], errors="coerce").to_numpy(float)
+    sigma = np.full(len(X), np.nan)
+    if "it_p90_s" in X.columns:
+        p90 = pd.to_numeric(X["it_p90_s"], errors="coerce").to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sigma = (p90 / median - 1) / _P90_Z
+    if "it_std_s" in X.columns and "it_mean_s" in X.columns:
+        std = pd.to_numeric(X["it_std_s"], errors="coerce").to_numpy(float)
+        mean = pd.to_numeric(X["it_mean_s"], errors="coerce").to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sigma = np.where(np.isfinite(sigma), sigma, std / mean)
+    valid = np.isfinite(sigma) & (sigma >= 0) & (median > 0)
+    nets = (X["network"].astype(str).to_numpy() if "network" in X.columns
+            else np.full(len(X), "*"))
+    return {str(net): float(np.median(sigma[valid & (nets == net)]))
+            for net in pd.unique(nets[valid])}
+
+
+def profile_seconds(model: Any, candidates: pd.DataFrame, iterations: np.ndarray) -> np.ndarray:
+    """Predicted seconds of profiling each candidate for ``iterations`` (warm-up included):
+    the model's time of that many iterations (the series' set-up time with it, where its runs
+    tell one) plus :data:`RUN_OVERHEAD_S`."""
+    table = model.predict_table(candidates.assign(iterations=iterations))
+    return RUN_OVERHEAD_S + table["time_s"].to_numpy(float)
+
+
 def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | None = None,
-            latest: str | None = None) -> pd.DataFrame:
+            latest: str | None = None, noise: dict[str, float] | None = None) -> pd.DataFrame:
     """The ``k`` candidates worth profiling next, best first (see the module docstring).
 
     Parameters
@@ -97,15 +153,20 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
         ``latest``.
     latest : str, optional
         The device of the latest run of the fit table (:func:`latest_device`).
+    noise : dict, optional
+        Spread of the iteration times per network (:func:`iteration_noise`); a network left
+        out is costed at :data:`DEFAULT_NOISE`.
 
     Returns
     -------
     DataFrame
         Rows of ``candidates`` (their index and columns kept), best first, with
         ``expected_mape_after`` (the targets' mean expected error, fraction, once this and
-        the rows above it are measured), ``cost_s`` (predicted seconds of a run of
-        :data:`AUTO_ITERATIONS` iterations) and ``gain_per_s`` (the drop of that error this
-        row brings, per second of its cost). ``attrs["expected_mape_before"]``: the targets'
+        the rows above it are measured), ``cost_s`` (predicted seconds of a
+        ``--stop-after auto`` run: :func:`profile_seconds` at the iterations
+        :func:`~gpuperf_magics.auto_stop.auto_iterations` gives the network's noise) and
+        ``gain_per_s`` (``log(before / after)`` of that error, before and after this row,
+        per second of its cost). ``attrs["expected_mape_before"]``: the targets'
         expected error now. Candidates already measured, on another device, or of a network
         without runs are never returned.
     """
@@ -115,22 +176,24 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
     before = table["expected_mape"].to_numpy(float).copy()
     prep_t = prepare(target, model.ignore, prefer_catalog=True)
     prep_c = prepare(candidates, model.ignore, prefer_catalog=True)
-    cost = model.predict_table(candidates.assign(iterations=AUTO_ITERATIONS))["time_s"]
-    cost = cost.to_numpy(float)
     t_nets = _networks(prep_t, len(target))
     c_nets = _networks(prep_c, len(candidates))
+    spread = noise or {}
+    its = np.array([auto_iterations(spread.get(str(net), DEFAULT_NOISE)) for net in c_nets],
+                   dtype=float)
+    cost = profile_seconds(model, candidates, its)
     on_device = np.array([device_name(str(lab)) == wanted for lab in prep_c.hardware_label])
     spaces: dict[str, _Space] = {}
     for net in pd.unique(c_nets[on_device]):
         local = getattr(model, "local_", {}).get(net)
         rows = np.flatnonzero(on_device & (c_nets == net))
-        space = _space(local, prep_t, np.flatnonzero(t_nets == net), prep_c, rows)
+        space = _space(local, prep_t, np.flatnonzero(t_nets == net), prep_c, rows, its[rows])
         if space is not None:
             spaces[net] = space
     errors = before.copy()
     for space in spaces.values():
         errors[space.targets] = np.where(
-            np.isfinite(now := space.errors(space.measured())), now, before[space.targets])
+            np.isfinite(now := space.errors(space.measured())[0]), now, before[space.targets])
     picked = _greedy(spaces, errors, before, cost, k)
     out = candidates.iloc[[c for c, _, _ in picked]].copy()
     out["expected_mape_after"] = [after for _, after, _ in picked]
@@ -180,17 +243,25 @@ class _Space:
         mask[[self.n + e for e in extra]] = True
         return mask
 
-    def errors(self, allowed: np.ndarray) -> np.ndarray:
-        """Expected error of every target of this network over ``allowed`` (NaN: no route)."""
+    def errors(self, allowed: np.ndarray, unit: np.ndarray | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Expected error of every target of this network over ``allowed`` (NaN: no route),
+        and the unit its reach was counted in: the wider of its route's last spacing and
+        ``unit``, the unit of the configurations the newest one was added to (a target's unit
+        never shrinks as points are added; see :func:`route_error`)."""
         out = np.full(len(self.targets), np.nan)
+        units = np.zeros(len(self.targets))
         for i in range(len(self.targets)):
             r = route(self.index, self.values[i], self.hw[i], allowed)
-            out[i] = route_error(self.local, self.index, r, self.values[i], self.noise)
-        return out
+            units[i] = max(_gaps(self.index, r, self.values[i])[2],
+                           0.0 if unit is None else float(unit[i]))
+            out[i] = route_error(self.local, self.index, r, self.values[i], self.noise,
+                                 units[i])
+        return out, units
 
 
 def _space(local: Any, prep_t: Any, t_rows: np.ndarray, prep_c: Any,
-           c_rows: np.ndarray) -> _Space | None:
+           c_rows: np.ndarray, its: np.ndarray) -> _Space | None:
     """The augmented index of one network (None: the network has no runs, no targets, or the
     rows lack the columns its series are keyed by)."""
     if local is None or len(t_rows) == 0:
@@ -214,7 +285,7 @@ def _space(local: Any, prep_t: Any, t_rows: np.ndarray, prep_c: Any,
                       np.concatenate([index.busy, np.zeros(m)]),
                       np.concatenate([index.setup, np.zeros(m)]), index.per_it_row,
                       index.config_of_row,
-                      np.concatenate([index.its, np.full(m, float(AUTO_ITERATIONS))]),
+                      np.concatenate([index.its, its]),
                       device=device)
     # The measured configurations decide which columns are axes, as for the predictions.
     aug.derived = index.derived.copy()
@@ -223,12 +294,30 @@ def _space(local: Any, prep_t: Any, t_rows: np.ndarray, prep_c: Any,
 
 
 def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
-                noise: float) -> float:
-    """Expected error (fraction) of a query reached by route ``r`` (NaN for ``none``)."""
+                noise: float, spacing: float | None = None) -> float:
+    """Expected error (fraction) of a query reached by route ``r`` (NaN for ``none``).
+
+    ``noise``: the error of one run of a configuration (the validated repeat noise).
+    ``spacing``: the last spacing of the series the route's newest point was added to
+    (default: the route's own). A line
+    through the points ``x₁, x₂`` nearest a query ``q`` misses a curve by about
+    ``(q − x₁)(q − x₂)`` times its curvature (Taylor), ``r(1 + r)`` spacings² at ``r`` of the
+    route's own spacings, the unit the validated reach is counted in. The unit is the wider of
+    the route's own spacing and the one of the series before the candidate came: a candidate
+    that extends the series (2, 4 and 128, asked 256) is judged in its own, wider steps, as
+    the intervals are; one that shortens the last spacing (64 added to 4 and 128) keeps the
+    series' unit, so that the product of distances, which shrinks as the points near the
+    query, decides. Counted in its own steps, 256 at one spacing of 64–128 had looked further
+    than at 0.2 of 4–128, and a measurement raised the expected error; counted in the
+    measured series' steps alone, every candidate of a finely spaced series (sia2023's √2
+    steps) hit the cap of
+    :data:`MAX_WIDER` and only the cost told them apart.
+    """
     if r.kind == "none":
         return float("nan")
     if r.kind == "repeat":
-        return noise
+        return noise / math.sqrt(max(float(np.min(index.count[r.members])), 1.0)) if len(
+            r.members) else noise
     move = local.moves.get(r.key) or local.moves.get(family(r.key))
     base = move.mape if move is not None else float("nan")
     if r.kind == "gpu":
@@ -238,41 +327,89 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     if r.kind == "chain":
         steps = float(np.median([route_error(local, index, sub, vb, noise)
                                  for _, vb, sub in r.steps]))
+    end, nxt = _end_noise(index, r, v, noise)
     if r.position == "beyond":
-        far = reach(index, r, v)
+        near, far, own = _gaps(index, r, v)
+        unit = max(own, spacing if spacing is not None else own)
         validated = max(move.reach if move is not None else 1.0, 1e-9)
-        scale = min(MAX_WIDER, far * (1 + far) / (validated * (1 + validated)))
-        lever = math.hypot(1 + far, far)
+        scale = min(MAX_WIDER, near * far / (unit * unit * validated * (1 + validated)))
+        steps_out = near / max(own, 1e-12)  # the noise is carried in the route's own steps
+        carried = math.hypot((1 + steps_out) * end, steps_out * nxt)
     else:  # between two points, or the time per sample of the one point carried over
-        scale, lever = 1.0, 1.0
-    return math.sqrt((base * scale) ** 2 + (noise * lever) ** 2 + steps ** 2)
+        scale, carried = 1.0, end
+    return math.sqrt((base * scale) ** 2 + carried ** 2 + steps ** 2)
+
+
+def _gaps(index: SeriesIndex, r: Route, v: np.ndarray) -> tuple[float, float, float]:
+    """For a move beyond its series: the query's distance to the series' end and to the point
+    before it, and the spacing of those two (log scale where positive, as
+    :func:`~.local.reach` counts; 1 spacing, 0 distances for another route)."""
+    if r.position != "beyond":
+        return 0.0, 0.0, 1.0
+    if r.kind == "chain" and len(r.steps) >= 2:
+        x = np.sort([b for b, _, _ in r.steps])
+    elif r.kind == "axis" and len(r.members) >= 2:
+        x = np.sort(index.values[r.members, r.axis])
+    else:
+        return 0.0, 0.0, 1.0
+    q = float(v[r.axis])
+    end, nxt = (x[-1], x[-2]) if q > x[-1] else (x[0], x[1])
+    if min(q, end, nxt) > 0:
+        q, end, nxt = math.log(q), math.log(end), math.log(nxt)
+    return abs(q - end), abs(q - nxt), max(abs(end - nxt), 1e-12)
+
+
+def _end_noise(index: SeriesIndex, r: Route, v: np.ndarray, noise: float
+               ) -> tuple[float, float]:
+    """The noise of the two points of an axis route nearest the query (the series' end and
+    the point before it, for a move beyond): one run's ``noise`` over the square root of each
+    point's runs (a median of many repeats is known better than one new run)."""
+    if r.kind != "axis" or len(r.members) == 0:
+        return noise, noise
+    members = np.asarray(r.members)
+    gap = np.abs(index.values[members, r.axis] - float(v[r.axis]))
+    order = members[np.argsort(gap, kind="stable")]
+    counts = np.maximum(index.count[order[:2]].astype(float), 1.0)
+    sigma = noise / np.sqrt(counts)
+    return float(sigma[0]), float(sigma[-1])
 
 
 def _greedy(spaces: dict[str, _Space], errors: np.ndarray, before: np.ndarray,
             cost: np.ndarray, k: int) -> list[tuple[int, float, float]]:
     """Pick up to ``k`` candidates one by one, each the best gain per second given the ones
-    before it: (candidate position, targets' mean error after, gain per second)."""
+    before it (the gain: ``log(before / after)`` of the targets' mean expected error, the
+    module docstring says why): (candidate position, targets' mean error after, gain per
+    second)."""
     chosen: dict[str, list[int]] = {net: [] for net in spaces}
+    units = {net: space.errors(space.measured())[1] for net, space in spaces.items()}
     current = errors.copy()
     picked: list[tuple[int, float, float]] = []
     for _ in range(k):
-        best: tuple[float, float, str, int, np.ndarray] | None = None
+        best: tuple[float, float, str, int, np.ndarray, np.ndarray] | None = None
         for net, space in spaces.items():
             for j in map(int, np.flatnonzero(space.novel)):
                 if j in chosen[net]:
                     continue
-                now = space.errors(space.measured((*chosen[net], j)))
+                now, unit = space.errors(space.measured((*chosen[net], j)), units[net])
                 trial = current.copy()
                 trial[space.targets] = np.where(np.isfinite(now), now, before[space.targets])
-                gain = float(np.mean(current) - np.mean(trial))
+                gain = _information(float(np.mean(current)), float(np.mean(trial)))
                 c = float(cost[space.rows[j]])
                 rate = gain / c if c > 0 else 0.0
                 if best is None or (rate, -c) > (best[0], -best[1]):
-                    best = (rate, c, net, j, trial)
+                    best = (rate, c, net, j, trial, unit)
         if best is None:
             break
-        rate, _, net, pick, trial = best
+        rate, _, net, pick, trial, units[net] = best
         chosen[net].append(pick)
         current = trial
         picked.append((int(spaces[net].rows[pick]), float(np.mean(current)), rate))
     return picked
+
+
+def _information(before: float, after: float) -> float:
+    """``log(before / after)``: what narrowing an expected error from ``before`` to ``after``
+    is worth (0 where either is not a positive number)."""
+    if not (before > 0 and after > 0 and math.isfinite(before) and math.isfinite(after)):
+        return 0.0
+    return math.log(before / after)

@@ -14,7 +14,7 @@ from gpuperf_magics.model.estimator import PaperModel
 from gpuperf_magics.model.evidence import EvidenceBase
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import DEFAULT_COVERAGE, check_method
-from gpuperf_magics.model.suggest import latest_device
+from gpuperf_magics.model.suggest import iteration_noise, latest_device
 
 
 class TrainingTimeModel(RegressorMixin, BaseEstimator):
@@ -120,6 +120,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
                                gpu_moves=self.gpu_moves, evidence=self.evidence)
         self.estimator_ = est.fit(X, y)
         self.latest_device_ = latest_device(X)
+        self.iteration_noise_ = iteration_noise(X)  # what a profiling run of each costs
         self.n_features_in_ = est.n_features_in_
         self.feature_names_in_ = est.feature_names_in_
         return self
@@ -160,7 +161,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
 
         self._check_fitted()
         return suggest(self.estimator_, target, candidates, k=k, device=device,
-                       latest=self.__dict__.get("latest_device_"))
+                       latest=self.__dict__.get("latest_device_"),
+                       noise=self.__dict__.get("iteration_noise_"))
 
     def report(self) -> pd.DataFrame:
         """Terms, coefficients, validated errors and ranges (see the estimators' ``report``)."""
