@@ -355,7 +355,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="data sets whose name starts so")
-    parser.add_argument("--scenarios", default="", help="scenario functions, comma-separated")
+    parser.add_argument("--scenarios", default="",
+                        help="scenario functions, comma-separated (unseen_gpu, new_network, "
+                             "across_datasets, precision; default: all)")
     parser.add_argument("--save", default="", help="write the held-out rows to this CSV")
     parser.add_argument("--every", type=int, default=1,
                         help="only every so-many-th fold (a quick look)")

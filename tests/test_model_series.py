@@ -4,9 +4,13 @@ and time per iteration of each configuration."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from gpuperf_magics.model.series import build_index
+from gpuperf_magics.model import TrainingTimeModel
+from gpuperf_magics.model.evidence import empty_base
+from gpuperf_magics.model.inputs import HARDWARE, prepare
+from gpuperf_magics.model.series import build_index, network_index
 
 
 def test_set_up_time_is_only_told_apart_by_iteration_counts_far_apart() -> None:
@@ -21,3 +25,65 @@ def test_set_up_time_is_only_told_apart_by_iteration_counts_far_apart() -> None:
                         np.array([100.0, 1000.0]), np.array([40.0, 220.0]))
     assert index.setup[0] == pytest.approx(20.0)
     assert index.t[0] == pytest.approx(0.2)
+
+
+GTX = "NVIDIA GeForce GTX 1080 Ti"  # no FP16 peak in the catalog
+
+
+def _precision_store(ratio: float) -> pd.DataFrame:
+    """Five networks on the 1080 Ti in FP32 and under AMP (AMP ``ratio`` × the FP32 time),
+    one new network in FP32 only."""
+    rows = []
+    for k in range(5):
+        for b in (16, 32, 64):
+            t = 0.002 * (k + 1) * b
+            for precision, factor in (("fp32", 1.0), ("amp", ratio)):
+                rows.append({"network": f"net{k}", "gpu": GTX, "precision": precision,
+                             "batch_size": b, "iterations": 10, "time_s": 10 * t * factor})
+    rows += [{"network": "new", "gpu": GTX, "precision": "fp32", "batch_size": b,
+              "iterations": 10, "time_s": 10 * 0.004 * b} for b in (16, 32, 64)]
+    return pd.DataFrame(rows)
+
+
+def test_precisions_are_devices_even_where_the_catalog_has_no_peak_for_one() -> None:
+    store = _precision_store(ratio=0.7)
+    prep = prepare(store.drop(columns="time_s"), prefer_catalog=True)
+    # The catalog gives FP32 and AMP rows the same peak and bandwidth ...
+    assert len(np.unique(prep.features[list(HARDWARE)].to_numpy(), axis=0)) == 1
+    rows = np.flatnonzero(store["network"].to_numpy() == "net0")
+    index, _ = network_index(prep, rows, store["time_s"].to_numpy()[rows])
+    # ... yet FP32 and AMP are two devices, each batch size a configuration on each.
+    assert len(index.hw_table) == 2
+    assert index.n == 6
+    assert sorted(set(index.device)) == [f"{GTX}|fp16", f"{GTX}|fp32"]
+
+
+def test_an_amp_run_without_a_catalog_peak_comes_from_the_pairs_not_the_fp32_time() -> None:
+    store = _precision_store(ratio=0.7)
+    model = TrainingTimeModel(evidence=empty_base()).fit(store.drop(columns="time_s"),
+                                                         store["time_s"])
+    query = pd.DataFrame({"network": ["new"] * 3, "gpu": GTX, "precision": "amp",
+                          "batch_size": [16, 32, 64], "iterations": 10})
+    table = model.predict_table(query)
+    # The other workloads ran 0.7× as long under AMP: so does the new one (its FP32 time,
+    # a repeat of one device, would be 1×).
+    assert table["per_iteration_s"].to_numpy() == pytest.approx(
+        [0.7 * 0.004 * b for b in (16, 32, 64)], rel=0.05)
+    assert table["detail"].str.contains("workloads measured on both").all()
+    assert (table["time_low_s"] < table["time_s"]).all()
+    assert (table["time_s"] < table["time_high_s"]).all()
+
+
+def test_an_amp_run_without_a_peak_or_evidence_is_the_same_time_and_says_so() -> None:
+    store = _precision_store(ratio=0.7)
+    alone = store[store["network"] == "new"]
+    model = TrainingTimeModel(evidence=empty_base()).fit(alone.drop(columns="time_s"),
+                                                         alone["time_s"])
+    query = pd.DataFrame({"network": ["new"], "gpu": GTX, "precision": "amp",
+                          "batch_size": [32], "iterations": 10})
+    table = model.predict_table(query)
+    assert table["per_iteration_s"].iloc[0] == pytest.approx(0.004 * 32)
+    detail = table["detail"].iloc[0]
+    assert "spec sheet only" in detail and "same time" in detail
+    assert table["time_low_s"].iloc[0] < 0.9 * table["time_s"].iloc[0]
+    assert table["time_high_s"].iloc[0] > 1.1 * table["time_s"].iloc[0]

@@ -258,7 +258,12 @@ def estimate(bases: Sequence[EvidenceBase], q: Query, prior: float, s: Settings,
     move = "precision" if is_precision_move(q.src, q.dst) else "gpu"
     prior_sd = s.prior_sd_precision if move == "precision" else s.prior_sd
     if ev is None:
-        return Estimate(prior, prior_sd, f"{move}:spec", "spec sheet only")
+        words = "spec sheet only"
+        if move == "precision" and abs(prior) < 1e-9:
+            # No tensor peak for the precision in the catalog (a GTX 1080 Ti under AMP): the
+            # spec sheet cannot tell the two precisions apart.
+            words += " (no peak for this precision in the catalog: the same time)"
+        return Estimate(prior, prior_sd, f"{move}:spec", words)
     prior_var = prior_sd ** 2
     post_var = 1.0 / (1.0 / ev.var + 1.0 / prior_var)
     mean = post_var * (ev.m / ev.var + prior / prior_var)

@@ -301,7 +301,9 @@ def _precision_peaks(precision: np.ndarray, hw: dict[str, np.ndarray], rows: np.
             naive[mask] = max(float(tensor), fp32)
         peak = effective_peak(fp32, tensor)
         hw["gpu_fp32_tflops"][mask] = peak
-        if peak != fp32:
+        # Named by the precision where it changes the peak, and under AMP/FP16 always: a GPU
+        # without a tensor peak (GTX 1080 Ti) still runs FP16 and AMP as a device of its own.
+        if peak != fp32 or kind == "fp16":
             labels[mask] = [f"{label} ({kind.upper()})" for label in labels[mask]]
 
 

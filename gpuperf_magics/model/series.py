@@ -32,7 +32,9 @@ class SeriesIndex:
     cols: list[str]  # key columns (features besides the hardware)
     batch_axis: int | None  # index in cols of the batch axis
     values: np.ndarray  # (n_configs, n_cols)
-    hw: np.ndarray  # (n_configs, n_hw): effective peak, bandwidth (0 columns on the CPU)
+    #: (n_configs, n_hw): effective peak, bandwidth (0 columns on the CPU), then the
+    #: precision's code where devices are known (:func:`precision_codes`).
+    hw: np.ndarray
     naive_peak: np.ndarray  # (n_configs,) plain spec-sheet peak of the precision
     t: np.ndarray  # (n_configs,) median seconds per iteration
     count: np.ndarray  # runs per configuration
@@ -170,10 +172,39 @@ def network_index(prep: Prepared, rows: np.ndarray, seconds: np.ndarray,
              else np.full(len(rows), np.nan))
     if hw_cols:
         naive = np.where(np.isfinite(naive), naive, feats[hw_cols[0]].to_numpy())
-    index = build_index(feats[cols].to_numpy(float), cols, feats[hw_cols].to_numpy(float),
-                        naive, prep.iterations[rows], seconds, busy,
-                        None if prep.device is None else prep.device[rows])
+    device = None if prep.device is None else prep.device[rows]
+    index = build_index(feats[cols].to_numpy(float), cols,
+                        _with_precision(feats[hw_cols].to_numpy(float), hw_cols, device),
+                        naive, prep.iterations[rows], seconds, busy, device)
     return index, hw_cols
+
+
+#: Code of each precision class of :func:`~.evidence.device_key` in the hardware of a
+#: series (any other device, or none: 0, as FP32).
+PRECISION_CODES = {"fp32": 0.0, "tf32": 1.0, "fp16": 2.0, "unk": 3.0}
+
+
+def precision_codes(device: np.ndarray) -> np.ndarray:
+    """The precision class of each device key as a number (:data:`PRECISION_CODES`)."""
+    return np.array([PRECISION_CODES.get(d.rpartition("|")[2], 0.0) if isinstance(d, str)
+                     else 0.0 for d in device], dtype=float)
+
+
+def _with_precision(hw: np.ndarray, hw_cols: list[str], device: np.ndarray | None
+                    ) -> np.ndarray:
+    """The hardware columns and, where devices are known, the precision's code after them.
+
+    A precision is part of the device whether or not the catalog has its peak: the GTX
+    1080 Ti has no FP16 tensor peak, so its FP32 and AMP runs have the same peak and
+    bandwidth, and without the code they were one GPU (an AMP run of a network a repeat of,
+    or a batch move from, its FP32 run). With it, FP32 → AMP is a move between devices,
+    answered by the evidence of workloads measured both ways (:mod:`~.evidence_move`), and
+    without evidence by the spec sheet (equal peaks: the same time). Only beside both
+    hardware columns: the moves read the bandwidth as the second.
+    """
+    if device is None or list(hw_cols) != list(HARDWARE):
+        return hw
+    return np.column_stack([hw, precision_codes(device)])
 
 
 def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: np.ndarray
@@ -186,6 +217,10 @@ def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: n
     hw = feats[hw_cols].to_numpy(float) if hw_cols else np.zeros((len(rows), 0))
     if hw.size and np.isnan(hw).any():
         return None
+    if index.hw.shape[1] > hw.shape[1]:  # the precision's code (see _with_precision)
+        device = (prep.device[rows] if prep.device is not None
+                  else np.full(len(rows), None, dtype=object))
+        hw = np.column_stack([hw, precision_codes(device)])
     naive = prep.naive_peak[rows] if prep.naive_peak is not None else np.full(len(rows), np.nan)
     if hw.size:
         naive = np.where(np.isfinite(naive), naive, hw[:, 0])
