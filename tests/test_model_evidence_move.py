@@ -107,3 +107,49 @@ def test_calibrated_intervals_cover_what_they_say_on_data_of_known_noise() -> No
     # 20 moves at a nominal 80%: the binomial ±2σ band is 62-98%.
     assert 0.62 <= np.mean(inside) <= 0.98
     assert 1.28 * 0.2 * 0.6 < hi - lo < 2 * 1.28 * 0.2 * 2  # about ±1.28σ, not wide open
+
+
+def _hosts(n_hosts: int, per_host: int, seed: int, offset: float = 0.3) -> EvidenceBase:
+    """Workloads of ``n_hosts`` sources on GPUs A and B: each source's host shifts B's ratio by
+    its own offset (N(0, ``offset``) in log), each workload by a little noise (0.05)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for h in range(n_hosts):
+        shift = offset * rng.standard_normal()
+        for k in range(per_host):
+            t = 10 ** rng.uniform(-3, 0)
+            ratio = _true_ratio(t) * math.exp(shift + 0.05 * rng.standard_normal())
+            for gpu, time in (("A", t), ("B", t * ratio)):
+                rows.append({"workload": f"h{h}w{k}", "family": f"h{h}n{k}", "gpu": gpu,
+                             "batch_size": 32.0, "t": time, "source": f"host{h}"})
+    return _base(rows)
+
+
+def test_moves_between_sources_calibrate_a_new_hosts_intervals() -> None:
+    """Evidence from one host shares that host's quirks: moves inside a source err little,
+    moves to a new host as much as hosts differ. Calibrated across sources, the 80% interval
+    covers about 80% of a new host's moves; calibrated inside sources, less."""
+    base = _hosts(6, 8, seed=3)
+    prior = math.log(1 / 3)
+    within = calibrate(base, S, lambda a, b: prior)
+    cross = calibrate(base, S, lambda a, b: prior, cross=True)
+    assert cross["gpu:direct"]["mape"] > within["gpu:direct"]["mape"]
+    fresh = _hosts(40, 1, seed=4)  # forty new hosts, one workload each
+    inside: dict[str, list[bool]] = {"within": [], "cross": []}
+    widths = []
+    for h in range(40):
+        rows = np.flatnonzero(fresh.workload == f"h{h}w0")
+        a, b = rows[fresh.device[rows] == "A|fp32"][0], rows[fresh.device[rows] == "B|fp32"][0]
+        q = Query("A|fp32", "B|fp32", float(fresh.log_t[a]), math.log(32.0), "cnn")
+        est = estimate([base], q, prior, S)
+        res = fresh.log_t[b] - fresh.log_t[a] - est.log_ratio
+        for name, cal in (("within", within), ("cross", cross)):
+            lo, hi, _ = interval(cal, est.bucket, 0.8, est.sd)
+            inside[name].append(lo <= res <= hi)
+            if name == "cross":
+                widths.append(hi - lo)
+    # 40 moves at a nominal 80%: the binomial ±2σ band is 67-93%.
+    assert 0.67 <= np.mean(inside["cross"]) <= 0.93
+    assert np.mean(inside["within"]) <= np.mean(inside["cross"]) - 0.1
+    # Not wide open: about ±1.28 × the hosts' spread (0.3), not several times it.
+    assert np.median(widths) < 2 * 1.28 * 0.3 * 2

@@ -49,3 +49,34 @@ def test_intervals_and_expected_error_come_from_one_distribution() -> None:
     for _, row in table.iterrows():
         key = "batch:inside" if row["kind"] == "interpolation" else "batch:beyond"
         assert row["expected_mape"] == pytest.approx(model.moves_["net"][key]["mape"])
+
+
+def test_spec_sheet_moves_are_calibrated_by_the_spec_sheet_errors_on_the_users_gpus() -> None:
+    """Five networks on three GPUs whose measured ratios miss the spec sheet by a known
+    factor: the own residuals of the ``gpu:spec`` bucket are the spec-sheet move's errors
+    (scored on every validated GPU move), not those of the evidence moves, which are exact
+    here (every network speeds up alike)."""
+    from gpuperf_magics.model.evidence import empty_base
+
+    # Measured speed relative to the T4 (FP32 peaks 8.1, 15.7, 19.5 TFLOPS): the V100 and
+    # the A100 gain 1.3x and 0.8x what their peaks promise.
+    speed = {"Tesla T4": 1.0, "Tesla V100-SXM2-16GB": 1.3 * 15.7 / 8.1,
+             "NVIDIA A100-SXM4-40GB": 0.8 * 19.5 / 8.1}
+    rows = [{"network": f"net{k}", "gpu": gpu, "batch_size": b, "iterations": 10,
+             "time_s": 10 * 0.002 * (k + 1) * b / s}
+            for k in range(5) for gpu, s in speed.items() for b in (16, 32, 64)]
+    store = pd.DataFrame(rows)
+    model = TrainingTimeModel(evidence=empty_base()).fit(store.drop(columns="time_s"),
+                                                         store["time_s"])
+    res = model.evidence_residuals_
+    spec = res["gpu:spec"]
+    # Each GPU held out is moved from the other two, the median (here: the mean in log) of
+    # their spec-sheet moves: its error is the mean of log(factor held out / factor source).
+    factor = (1.0, 1.3, 0.8)
+    known = {round(abs(np.mean([np.log(factor[g] / factor[o]) for o in range(3) if o != g])),
+                   2) for g in range(3)}
+    assert {round(abs(float(x)), 2) for x in spec} == known
+    assert len(spec) >= 20  # enough to set the bucket's interval (OWN_CALIBRATION)
+    # The evidence moves (other networks measured on both) are exact here.
+    direct = res["gpu:direct"]
+    assert np.abs(direct).max() < 0.05

@@ -98,6 +98,10 @@ class Estimate:
     bucket: str
     detail: str
     workloads: int = 0
+    #: The spec-sheet move's log ratio (log time, once moved): what the move would be
+    #: without evidence; validation scores it too, so spec-sheet moves are calibrated by
+    #: spec-sheet residuals on the user's own GPUs.
+    spec: float = float("nan")
 
 
 def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | None:
@@ -285,7 +289,8 @@ CALIBRATION_MOVES = 800
 
 def calibrate(base: EvidenceBase, s: Settings,
               prior: Callable[[str, str], float], seed: int = 0, spec_only: bool = False,
-              chains: bool = True, moves: int = CALIBRATION_MOVES) -> dict[str, dict]:
+              chains: bool = True, moves: int = CALIBRATION_MOVES,
+              cross: bool = False) -> dict[str, dict]:
     """Validated residuals per bucket on the base: each network family held out in turn.
 
     Every workload of the held-out family, on every pair of its devices (a random subset of
@@ -294,9 +299,20 @@ def calibrate(base: EvidenceBase, s: Settings,
     residuals ``log(actual/predicted)`` of each bucket give its quantiles (:data:`LEVELS`),
     MAPE and count; ``prior(src, dst)`` is the spec-sheet log ratio of two devices.
     ``spec_only``: the spec-sheet residuals alone; ``chains=False``: no chain bucket.
+    ``cross``: each workload is moved by the evidence of the *other* sources only, as a user's
+    run is moved by measurements of other hosts (its own source's rows share its host's
+    quirks, and moves inside one source err less than moves between sources).
     """
     rng = np.random.default_rng(seed)
     pairs = _moves(base)
+    source = base.frame["source"].astype(str).to_numpy()
+    others = ({src: base.without(sources=(src,)) for src in np.unique(source)} if cross
+              else {})
+    if cross:  # the moves whose two GPUs the other sources measured (the others: spec only)
+        gpus = {src: set(b.frame["gpu"].astype(str)) for src, b in others.items()}
+        gpu = base.frame["gpu"].astype(str).to_numpy()
+        pairs = pairs[[gpu[i] in gpus[source[i]] and gpu[j] in gpus[source[i]]
+                       for i, j in pairs]] if len(pairs) else pairs
     if len(pairs) > moves:
         pairs = pairs[np.sort(rng.choice(len(pairs), moves, replace=False))]
     res: dict[str, list[float]] = {f"{m}:{b}": [] for m in ("gpu", "precision")
@@ -306,6 +322,7 @@ def calibrate(base: EvidenceBase, s: Settings,
         actual = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
         q = Query(base.device[i], base.device[j], float(base.log_t[i]), float(base.log_b[i]),
                   base.kind[i] if isinstance(base.kind[i], str) else None, base.family[i])
+        evidence = others.get(source[i], base)
         p = prior(q.src, q.dst)
         move = "precision" if is_precision_move(q.src, q.dst) else "gpu"
         sd = s.prior_sd_precision if move == "precision" else s.prior_sd
@@ -313,11 +330,11 @@ def calibrate(base: EvidenceBase, s: Settings,
         zs[f"{move}:spec"].append((actual - p) / sd)
         if spec_only:
             continue
-        est = estimate([base], q, p, s)
+        est = estimate([evidence], q, p, s)
         if not est.bucket.endswith(":spec"):
             res[est.bucket].append(actual - est.log_ratio)
             zs[est.bucket].append((actual - est.log_ratio) / est.sd)
-        via = estimate([base], q, p, s, allow_direct=False) if chains else None
+        via = estimate([evidence], q, p, s, allow_direct=False) if chains else None
         if via is not None and via.bucket.endswith(":chain"):
             res[via.bucket].append(actual - via.log_ratio)
             zs[via.bucket].append((actual - via.log_ratio) / via.sd)

@@ -62,6 +62,8 @@ class EvidenceMove:
     #: During validation: the network whose own rows are withheld (its held-out GPU).
     withhold: bool = False
     last: Estimate | None = None
+    #: Seconds per iteration of the spec-sheet move alone, for the last :meth:`combine`.
+    last_spec: float = float("nan")
     kind: str | None = field(default=None)
 
     def __post_init__(self) -> None:
@@ -96,7 +98,7 @@ class EvidenceMove:
                   self.kind)
         est = estimate(self.bases(), q, math.log(prior_t / t_src), self.settings)
         return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket, est.detail,
-                        est.workloads)
+                        est.workloads, spec=math.log(prior_t))
 
     def combine(self, estimates: list[Estimate]) -> float:
         """Seconds per iteration from the sources' estimates: the median of their log times
@@ -108,6 +110,8 @@ class EvidenceMove:
         rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
         best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
         self.last = best
+        # The spec-sheet move alone, joined the same way (every source's spread the prior's).
+        self.last_spec = float(np.exp(np.median([e.spec for e in estimates])))
         order = np.argsort(logs)
         cum = np.cumsum(w[order]) / w.sum()
         k = int(np.searchsorted(cum, 0.5))
@@ -142,13 +146,16 @@ class EvidenceMove:
         The public calibration of the ``spec`` bucket measures the plain peak ratio over
         every public source, and is too wide where the learnt move is better and the user's
         machines behave (lambda2025: 98% inside). Where the user's own GPU moves were
-        validated (:data:`OWN_CALIBRATION` or more, every bucket pooled), their errors say how
-        this user's machines behave; the interval is the wider of those and the learnt
+        validated (:data:`OWN_CALIBRATION` or more), the errors the spec-sheet move alone made
+        on them (validation scores it on every GPU move, ``gpu:spec``) say how this user's
+        machines behave; the interval is the wider of those and the learnt
         move's own errors on held-out GPUs (its 10th and 90th percentiles, other coverages by
         a normal's quantiles): a move with no evidence errs at least as much as one with it.
         None: no own validation (the public calibration then)."""
-        pooled = [r for b, r in own.items() if b.startswith("gpu:")]
-        res = np.concatenate(pooled) if pooled else np.zeros(0)
+        res = own.get("gpu:spec", np.zeros(0))
+        if len(res) < OWN_CALIBRATION:  # (older fits: every bucket's residuals pooled)
+            pooled = [r for b, r in own.items() if b.startswith("gpu:")]
+            res = np.concatenate(pooled) if pooled else np.zeros(0)
         if len(res) < OWN_CALIBRATION:
             return None
         lo, hi, mape = interval({"gpu:spec": summary(res)}, "gpu:spec", coverage)

@@ -186,7 +186,14 @@ class _Scorer:
         actual = float(index.per_job(np.array([c]), its)[0])
         task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
         if ev is not None and "evidence" in task and ev.last is not None:
-            self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
+            # The move's bucket gets its residual; the spec-sheet move alone is scored on
+            # every move, so that a move without evidence is calibrated by spec-sheet moves
+            # on these GPUs, not by moves that had evidence.
+            spec = f"{ev.last.bucket.partition(':')[0]}:spec"
+            if ev.last.bucket != spec:
+                self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
+            if np.isfinite(ev.last_spec) and ev.last_spec > 0:
+                self.buckets.setdefault(spec, []).append(float(np.log(actual / ev.last_spec)))
         task["_reach"] = reach(index, r, index.values[c])
         self.tasks.setdefault(r.key, []).append(task)
 
