@@ -114,6 +114,35 @@ def test_busy_runs_are_learnt_from_their_median_iteration(tmp_path):
     assert times.iloc[0] == pytest.approx(0.01 * 20)
 
 
+def test_robust_times_apply_the_per_run_rule_to_every_run(tmp_path):
+    """Each profiled run's time is its own steady iterations' rule × its count, whatever the
+    order of the runs (busy, too short to trim, imported ones among them)."""
+    import numpy as np
+
+    from gpuperf_magics.run import IterationRecord, Run
+
+    path = tmp_path / "many.sqlite"
+    rng = np.random.default_rng(3)
+    expected = {}
+    for k in range(12):
+        count = 4 if k == 5 else 10 + k  # run 5: 3 steady iterations, too few to trim
+        durations = list(0.01 * (1 + rng.random(count)))
+        run = Run(network="net", batch_size=8 + k, quality={"busy": k % 4 == 1},
+                  iterations=[IterationRecord(i, d, 8, warmup=i == 0)
+                              for i, d in enumerate(durations)])
+        run_id = gm.Store(path).save_run(run)
+        rule = store_model.steady_per_iteration(durations[1:], busy=k % 4 == 1)
+        expected[run_id] = run.time_s if rule is None else rule * (count - 1)
+    gm.Store(path).import_table(pd.DataFrame(
+        {"network": ["net"], "batch_size": [4], "time_s": [2.5], "iterations": [7]}))
+    runs = gm.Store(path).runs().iloc[::-1]  # the order of the frame is the caller's
+    times = store_model.robust_times(gm.Store(path), runs)
+    assert list(times.index) == list(runs.index)
+    got = dict(zip(runs["run_id"], times, strict=True))
+    assert got.pop(max(got)) == 2.5  # the imported row, as it is
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
 def test_one_networks_runs_never_block_another(filled, tmp_path):
     """CPU runs of one network, GPU imports of another, a run without batch size, and a feature
     only one network has: each network still gets its own model."""

@@ -450,3 +450,24 @@ def test_a_time_below_a_nanosecond_is_refused(store: Store, tmp_path: Path) -> N
     again = Store(tmp_path / "again.sqlite")
     assert len(again.import_table(path)) == 1  # every export can be imported again
     assert np.isfinite(again.runs()["samples_per_s"]).all()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_stopped_by_travels_through_export_and_import(store: Store, tmp_path: Path,
+                                                      suffix: str) -> None:
+    """A run stopped early (schema 4's ``runs.stopped_by``) is still one once re-imported."""
+    stopped = make_run()
+    stopped.stopped_by = "precision"
+    store.save_run(stopped)
+    store.save_run(make_run(batch=32))
+    exported = store.export(tmp_path / f"runs{suffix}")
+    other = Store(tmp_path / "other.sqlite")
+    other.import_table(exported)
+    copied, original = other.runs(), store.runs()
+    assert copied["stopped_by"].iloc[0] == "precision" and pd.isna(copied["stopped_by"].iloc[1])
+    assert copied["run_uid"].tolist() == original["run_uid"].tolist()
+    # Without the uid column the row still hashes to the uid of the run it was.
+    again = Store(tmp_path / "again.sqlite")
+    frame = pd.read_csv(exported) if suffix == ".csv" else pd.read_parquet(exported)
+    again.import_table(frame.drop(columns=["run_uid"]))
+    assert again.runs()["stopped_by"].tolist()[0] == "precision"

@@ -92,6 +92,31 @@ def test_a_connection_string_is_never_taken_for_a_file(tmp_path: Path,
     assert list(tmp_path.iterdir()) == []
 
 
+
+def test_a_file_name_with_a_libpq_keyword_and_an_equals_sign_is_a_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``user=ann.sqlite`` is a file named after its owner, not a server string; a path that
+    exists is the file it names; a password's key or two words stay a server string."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("user=ann.sqlite", "dbname=team.db", "host=lab.SQLITE3"):
+        store = Store(name)
+        assert store.kind == "sqlite" and store.path == tmp_path / name
+    store = Store("user=ann.sqlite")
+    store.save_run(make_run())
+    assert (tmp_path / "user=ann.sqlite").is_file() and len(store.runs()) == 1
+    monkeypatch.setenv("GPUPERF_STORE", "user=ann.sqlite")
+    assert Store().path == tmp_path / "user=ann.sqlite"
+    (tmp_path / "runs").mkdir()
+    existing = tmp_path / "runs" / "host=lab"
+    Store(existing).save_run(make_run())  # any name, once it exists
+    assert Store(str(existing)).kind == "sqlite"
+    monkeypatch.chdir(tmp_path / "runs")
+    assert Store("host=lab").path == existing
+    for text in ("password=hunter2.db", "host=db dbname=team.db", "user=ann"):
+        assert Store(text).kind == "postgresql", text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "user=ann.sqlite"]
+
+
 LOOP = """
 import torch
 from torch import nn

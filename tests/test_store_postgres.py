@@ -128,6 +128,35 @@ def test_a_newer_server_store_asks_to_upgrade_the_package(pg_store_url: str) -> 
             call()
 
 
+@pytest.mark.parametrize(("value", "says"), [
+    ("abc", "is 'abc', not a version number"), ("4.0", "is '4.0', not a version number"),
+    ("", "is '', not a version number"), ("-5", "is -5, which no store has"),
+    ("0", "reset to 0 although it holds tables"),
+    ("1", "says 1, but its tables already hold what a later version adds"),
+])
+def test_a_tampered_server_schema_version_is_damage_and_nothing_changes(
+        pg_store_url: str, value: str, says: str) -> None:
+    """As a tampered SQLite file: 'damaged', what to do, and the database left as it was."""
+    store = Store(pg_store_url)
+    store.save_run(make_run())
+    raw_sql(store, "UPDATE meta SET value = ? WHERE key = 'schema_version'", value)
+    columns = "SELECT count(*) FROM information_schema.columns WHERE table_name = 'runs'"
+    before = raw_sql(store, columns)
+    calls = [Store(pg_store_url).runs, lambda: Store(pg_store_url).save_run(make_run()),
+             lambda: Store(pg_store_url).migrate()]
+    if value == "1":  # opening says to migrate; migrating finds the later columns there
+        calls = calls[2:]
+    for call in calls:
+        with pytest.raises(StoreError, match="is damaged") as info:
+            call()
+        message = str(info.value)
+        assert says in message and "Nothing was changed" in message and "backup" in message
+        assert "Retry" not in message and "gpuperf sync" in message
+    assert raw_sql(store, "SELECT value FROM meta WHERE key = 'schema_version'") == [(value,)]
+    assert raw_sql(store, columns) == before
+    assert raw_sql(store, "SELECT count(*) FROM runs") == [(1,)]
+
+
 def test_another_programs_tables_are_left_alone(pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE runs (id int)")

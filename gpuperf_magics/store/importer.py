@@ -294,7 +294,7 @@ def _flat_stats(table: Table) -> dict[str, list[Any]]:
         name: _column(table, name)
         for name in ("device", "error", "it_median_s", "it_p90_s", "it_mean_s", "it_std_s",
                      "samples_per_s", "warmup_iterations", "recorded_iterations", "run_uid",
-                     "recorded_host", "recorded_user", "peak_memory_gb")
+                     "recorded_host", "recorded_user", "peak_memory_gb", "stopped_by")
     }
     for name in ("warmup_iterations", "recorded_iterations"):
         if table.has(name):

@@ -54,11 +54,35 @@ def is_conninfo(text: str) -> bool:
 
     It starts with ``word=``, and a word of it is one of libpq's keywords: ``hots=db
     password=x`` is one (that libpq refuses, naming ``hots``), so that a mistyped keyword
-    never becomes a file named with the password; ``lr=0.1.sqlite`` is a file.
+    never becomes a file named with the password; ``lr=0.1.sqlite`` is a file. So is a name
+    that :func:`names_a_file` (``user=ann.sqlite``, or any path that exists).
     """
     words = _PAIR.findall(text)
     return bool(re.match(r"\s*[A-Za-z_]+\s*=", text)) and any(
-        w in _LIBPQ_KEYWORDS for w in words)
+        w in _LIBPQ_KEYWORDS for w in words) and not names_a_file(text)
+
+
+#: Ends of a file name that make one ``key=value`` word an SQLite file, not a server.
+FILE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+
+def names_a_file(text: str) -> bool:
+    """``text``, shaped like a libpq string, is an SQLite file all the same.
+
+    A path that exists is the file it names. Otherwise one ``key=value`` word ending in
+    :data:`FILE_SUFFIXES` (``user=ann.sqlite``: a file named after its owner) is a file,
+    unless its key is a password's (``password=x.db`` stays a server string, so that no
+    file is ever named with a password); two or more words (``host=db dbname=a.db``) are a
+    server string.
+    """
+    try:
+        if os.path.exists(os.path.expanduser(text)):
+            return True
+    except (OSError, ValueError):  # a name the OS cannot even look up (NUL, too long)
+        return False
+    spans = _kv_spans(text.strip())
+    return (len(spans) == 1 and spans[0][3] == len(text.strip())
+            and spans[0][0] not in _SECRET_KEYS and text.strip().lower().endswith(FILE_SUFFIXES))
 
 
 def is_text_location(text: str) -> bool:

@@ -13,6 +13,7 @@ to upgrade rather than finding the tables changed under them.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from gpuperf_magics.store import schema
@@ -99,14 +100,28 @@ def _version(location: Location, tables: set[str], meta: dict[str, str]) -> int:
             f"{ANOTHER_STORE}.",
             path=shown,
         )
-    try:
-        return int(meta.get("schema_version", ""))
-    except ValueError:
-        raise StoreError(
-            f"the store {shown} is damaged: its schema_version in table meta is "
-            f"{meta.get('schema_version')!r}. Ask its administrator to restore it from a "
-            "backup.", path=shown,
-        ) from None
+    text = meta.get("schema_version")
+    if text is None or not re.fullmatch(r"-?[0-9]+", text):
+        raise _damaged(shown, f"its schema_version in table meta is {text!r}, not a version "
+                       "number")
+    version = int(text)
+    if version < 0:
+        raise _damaged(shown, f"its schema version is {version}, which no store has")
+    if version == 0:
+        raise _damaged(shown, "its schema version was reset to 0 although it holds tables "
+                       f"({', '.join(sorted(tables))})")
+    return version
+
+
+def _damaged(shown: str, what: str) -> StoreError:
+    """The error for a server store whose tables or meta rows were tampered with: what a
+    damaged SQLite file says, for a database its administrator restores."""
+    return StoreError(
+        f"the store {shown} is damaged: {what}. Nothing was changed. Ask its administrator to "
+        "restore it from a backup, or sync a local copy into a new database (gpuperf sync "
+        f"LOCAL URL); or {ANOTHER_STORE}.",
+        path=shown,
+    )
 
 
 def ensure_schema(conn: Any, location: Location) -> None:
@@ -147,13 +162,8 @@ def ensure_schema(conn: Any, location: Location) -> None:
         )
     missing = [t for t in schema.REQUIRED_TABLES if t not in tables]
     if missing or "revision" not in meta:
-        what = (f"table(s) {', '.join(missing)} missing" if missing
-                else "the revision row of table meta is missing")
-        raise StoreError(
-            f"the store {shown} is damaged: {what}. Nothing was changed; ask its administrator "
-            "to restore it from a backup (or sync a local copy into a new database).",
-            path=shown,
-        )
+        raise _damaged(shown, f"table(s) {', '.join(missing)} missing" if missing
+                       else "the revision row of table meta is missing")
 
 
 def migrate(location: Location, timeout: float = 30.0) -> schema.Migrated:
@@ -178,14 +188,34 @@ def migrate(location: Location, timeout: float = 30.0) -> schema.Migrated:
                 ensure_schema(conn, location)  # raises the "newer version" error
             after = before
             if before < schema.LATEST_VERSION:
-                from gpuperf_magics.store import migrations
-
-                after = migrations.upgrade(conn, before)
+                after = _upgrade(conn, location, before)
     except driver_errors() as exc:
         raise translate(exc, location, "migrate the store", timeout) from None
     finally:
         conn.close()
     return schema.Migrated(before, after)
+
+
+#: SQLSTATEs of a migration step that finds what it adds already there: duplicate column,
+#: table, object (an index).
+_ALREADY_THERE = ("42701", "42P07", "42710")
+
+
+def _upgrade(conn: Any, location: Location, before: int) -> int:
+    """Migrate from ``before`` in the caller's transaction; a step that finds its columns or
+    tables already there means the version was tampered with (set back to 1 on a newer
+    store): damaged, and the caller's rollback leaves the database as it was."""
+    from gpuperf_magics.store import migrations
+
+    try:
+        return migrations.upgrade(conn, before)
+    except driver_errors() as exc:
+        inner = _unwrapped(exc)
+        if getattr(inner, "sqlstate", None) not in _ALREADY_THERE:
+            raise
+        detail = redact(" ".join(str(inner).split()), location.secrets)
+        raise _damaged(location.display, f"its schema version says {before}, but its tables "
+                       f"already hold what a later version adds ({detail})") from None
 
 
 def driver_errors() -> tuple[type[BaseException], ...]:

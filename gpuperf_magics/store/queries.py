@@ -247,7 +247,10 @@ def read_iterations(conn: Any, run_ids: list[int], shown: str) -> list[Iteration
     absent = [i for i in run_ids if i not in found]
     if absent:
         raise RunNotFoundError(absent[0], shown)
-    return [IterationRow._make((*row[:-1], phases(row[0], row[-1]))) for row in rows]
+    make = IterationRow._make
+    # Most iterations have no phases (NULL): only the others are parsed.
+    return [make(row) if row[-1] is None else make((*row[:-1], phases(row[0], row[-1])))
+            for row in rows]
 
 
 def phases(run_id: Any, text: Any) -> Any:

@@ -12,14 +12,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from gpuperf_magics.store.rows import ITERATION_FIELDS, RUN_COLUMNS, chunked
+from gpuperf_magics.store.rows import ITERATION_FIELDS, WRITTEN_COLUMNS, chunked
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.store.reader import StoreReader
-
-
-#: The runs columns a sync copies as they are (the hardware row is copied by its JSON).
-_NAMES = [c for c in RUN_COLUMNS if c != "hardware_id"]
 
 
 @dataclass(frozen=True)
@@ -50,14 +46,18 @@ class SyncResult:
 @lru_cache(maxsize=1)
 def _statements() -> tuple[Any, Any]:
     """(the runs to copy with their hardware JSON, their iterations): an expanding ``ids``
-    each, built once (SQLAlchemy is imported by the first sync, not with this module)."""
+    each, built once (SQLAlchemy is imported by the first sync, not with this module).
+
+    A run comes back as its id, its :data:`~gpuperf_magics.store.rows.WRITTEN_COLUMNS`
+    values (in the order the destination writes them; its ``hardware_id`` is the source's,
+    replaced there) and its hardware JSON: the row is written as it is read.
+    """
     import sqlalchemy as sa
 
     from gpuperf_magics.store.tables import hardware, iterations, runs
 
     ids: Any = sa.bindparam("ids", expanding=True)
-    columns = [runs.c.id, *(runs.c[n] for n in _NAMES), hardware.c.info, runs.c.run_uid,
-               runs.c.recorded_host, runs.c.recorded_user]
+    columns = [runs.c.id, *(runs.c[n] for n in WRITTEN_COLUMNS), hardware.c.info]
     runs_in = (sa.select(*columns)
                .select_from(runs.outerjoin(hardware, hardware.c.id == runs.c.hardware_id))
                .where(runs.c.id.in_(ids)).order_by(runs.c.id))
@@ -101,13 +101,13 @@ def sync(source: StoreReader, destination: StoreReader, *,
         progress(0, total)
     for start in range(0, total, batch):
         chunk = todo[start:start + batch]
-        records, iterations, uids, who = _read(source, chunk)
+        rows, hardware, iterations = _read(source, chunk)
 
-        def write(conn: Any, records: Any = records, iterations: Any = iterations,
-                  uids: Any = uids, who: Any = who) -> int:
-            from gpuperf_magics.store.records import bump_revision, insert_runs
+        def write(conn: Any, rows: Any = rows, hardware: Any = hardware,
+                  iterations: Any = iterations) -> int:
+            from gpuperf_magics.store.records import bump_revision, insert_stored
 
-            out = insert_runs(conn, records, iterations, uids=uids, who=who)
+            out = insert_stored(conn, rows, hardware, iterations)
             added = sum(1 for _, inserted in out if inserted)
             if added:
                 bump_revision(conn)
@@ -120,10 +120,11 @@ def sync(source: StoreReader, destination: StoreReader, *,
     return SyncResult(copied, len(mine) - copied, source._shown, destination._shown)
 
 
-def _read(source: StoreReader, ids: list[int]) -> tuple[list[dict[str, Any]], list[list[Any]],
-                                                  list[str], list[tuple[Any, Any]]]:
-    """Runs as stored (JSON text kept byte for byte, so their uids stay true)."""
-    names = _NAMES
+def _read(source: StoreReader, ids: list[int]
+          ) -> tuple[list[list[Any]], list[str | None], list[list[Any]]]:
+    """Runs as stored (JSON text kept byte for byte, so their uids stay true): their
+    ``WRITTEN_COLUMNS`` values, hardware JSON and iteration rows, as
+    :func:`~gpuperf_magics.store.records.insert_stored` takes them."""
 
     def work(conn: Any) -> tuple[list[Any], list[Any]]:
         from gpuperf_magics.store.records import driver_rows
@@ -139,14 +140,8 @@ def _read(source: StoreReader, ids: list[int]) -> tuple[list[dict[str, Any]], li
     runs, its = source._execute(work, write=False, action="read runs to sync")
     by_run: dict[int, list[Any]] = {}
     for row in its:
-        by_run.setdefault(int(row[0]), []).append(row[1:])  # as insert_runs takes them
-    records, iterations, uids, who = [], [], [], []
-    for run_id, *values in runs:
-        record = dict(zip(names, values[:len(names)], strict=True))
-        info, uid, host, user = values[len(names):]
-        record["hardware"] = info
-        records.append(record)
-        iterations.append(by_run.get(int(run_id), []))
-        uids.append(uid)
-        who.append((host, user))
-    return records, iterations, uids, who
+        by_run.setdefault(int(row[0]), []).append(row[1:])  # as insert_stored takes them
+    rows = [list(row[1:-1]) for row in runs]
+    hardware = [row[-1] for row in runs]
+    iterations = [by_run.get(int(row[0]), []) for row in runs]
+    return rows, hardware, iterations
