@@ -38,3 +38,19 @@ def test_a_tiny_network_is_said_host_bound_and_a_big_one_is_not() -> None:
     big = tiny.copy()
     big["arch_flops_fwd_bwd"] = 1e12
     assert list(cpu_to_gpu_table(configs, big)["detail"]) == [DETAIL, DETAIL]
+
+
+def test_layer_counts_read_back_as_missing_count_as_none() -> None:
+    """A store's frame holds pandas' NA where a run recorded no layer count: the rows are
+    still made (NA counts as no layers), and a run without FLOPs still gets the clear error."""
+    from gpuperf_magics.model.cpu_to_gpu import cpu_to_gpu_table
+
+    configs = pd.DataFrame({"network": ["n"], "gpu": ["Tesla T4"], "batch_size": [32],
+                            "gpu_count": [1], "iterations": [100]})
+    with pytest.raises(ValueError, match="no FLOPs count"):
+        cpu_to_gpu_table(configs, pd.Series({"arch_flops_fwd_bwd": pd.NA,
+                                             "arch_layers_conv": pd.NA}, dtype=object))
+    rows = cpu_to_gpu_table(configs, pd.Series({"arch_flops_fwd_bwd": 1e9,
+                                                "arch_layers_conv": pd.NA,
+                                                "arch_layers_linear": 2}, dtype=object))
+    assert rows["per_iteration_s"].iloc[0] > 0

@@ -44,7 +44,6 @@ def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
 
     # The optimizer's class says how many kernels its step launches (roofline.iteration_ops).
     arch = {k: latest[k] for k in latest.index if str(k).startswith("arch_") or k == "optimizer"}
-    host = host_seconds(arch)
     out = []
     for idx, row in configs.iterrows():
         gpu = lookup(row["gpu"])
@@ -61,7 +60,7 @@ def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
             "time_low_s": total * (1 - EXPECTED_MAPE),
             "time_high_s": total * (1 + 2 * EXPECTED_MAPE),
             "per_iteration_s": per_it, "kind": "transfer",
-            "detail": HOST_BOUND if work is not None and work < host else DETAIL,
+            "detail": HOST_BOUND if work is not None and work < host_seconds(arch) else DETAIL,
             "expected_mape": EXPECTED_MAPE,
         }, name=idx))
     return pd.DataFrame(out)

@@ -81,11 +81,22 @@ FOREACH_TENSORS = 48
 EXPECTED_MAPE = 0.5
 
 
+def _number(value: Any) -> float | None:
+    """``value`` as a float; None where it is missing (None, NaN, pandas' NA, a string)."""
+    if isinstance(value, str):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):  # None, pd.NA
+        return None
+    return number if number == number else None
+
+
 def _count(architecture: dict[str, Any], key: str) -> int:
-    value = architecture.get(key)
-    if value is None or isinstance(value, str) or value != value:
-        return 0
-    return max(int(value), 0)
+    """A layer count of ``architecture``; 0 where it is missing (None, NaN, pandas' NA, a
+    string: a store's column read back for a run that did not record it)."""
+    number = _number(architecture.get(key))
+    return max(int(number), 0) if number is not None else 0
 
 
 def iteration_ops(architecture: dict[str, Any]) -> dict[str, int]:
@@ -127,10 +138,10 @@ def gpu_work_seconds(
     """Seconds one GPU computes per iteration: its share of the batch's FLOPs at a fraction
     of the GPU's peak (the FP16 peak for AMP runs where the catalog has one); None when the
     FLOPs or the peak are unknown. Below :func:`host_seconds` the iteration is host-bound."""
-    flops = architecture.get("arch_flops_fwd_bwd")
-    if not flops or flops != flops:
+    flops = _number(architecture.get("arch_flops_fwd_bwd"))
+    if not flops:
         return None
-    amp = bool(architecture.get("arch_amp"))
+    amp = bool(_number(architecture.get("arch_amp")))
     peak = gpu.get("gpu_fp16_tflops") if amp else None
     efficiency = AMP_EFFICIENCY if peak else EFFICIENCY
     peak = peak or gpu.get("gpu_fp32_tflops")
@@ -169,8 +180,8 @@ def cpu_to_gpu_seconds(
         return None
     n = max(int(gpu_count), 1)
     step = max(work, host_seconds(architecture))
-    params = architecture.get("arch_params")
-    if n == 1 or not params or params != params:
+    params = _number(architecture.get("arch_params"))
+    if n == 1 or not params:
         return step
     from gpuperf_magics.model.data_parallel import interconnect, step_seconds
 
