@@ -52,16 +52,25 @@ MEASURED_MAPE = _measured_mape()
 
 
 @dataclass
+class _Interpolator:
+    """The model that interpolates one network and the figures its intervals read."""
+
+    model: Any
+    cv: float
+    abs_logres: np.ndarray  # sorted |log(y/pred)| out of configuration
+
+
+@dataclass
 class NetworkFit:
     """What :func:`fit_network` learnt of one network (read by predictions and the report)."""
 
-    model: Any
+    # The interpolating model, or the choice that fits the log-space candidate and picks it,
+    # run when first read (:attr:`model`, :attr:`cv_mape`, :attr:`abs_logres`).
+    interpolator: _Interpolator | _LogChoice
     ranges: dict[str, tuple[float, float]]
     hardware: np.ndarray  # unique measured hardware rows (n_gpus, n_hw_cols)
     hardware_labels: list[str]
     hw_cols: list[str]
-    abs_logres: np.ndarray  # sorted |log(y/pred)| out of configuration
-    cv_mape: float
     n_configs: int
     batch_sizes: list[float] = field(default_factory=list)
     transfer: TransferPrior | None = None
@@ -77,6 +86,33 @@ class NetworkFit:
     # Ranges of the features on each measured GPU (key: its rounded hardware row).
     ranges_by_hw: dict[tuple[float, ...], dict[str, tuple[float, float]]] = field(
         default_factory=dict)
+
+    def _chosen(self) -> _Interpolator:
+        if not isinstance(self.interpolator, _Interpolator):
+            self.interpolator = self.interpolator()
+        return self.interpolator
+
+    @property
+    def model(self) -> Any:
+        """The model that interpolates (the default method: the log-space or the linear one,
+        whichever validated better).
+
+        The log-space candidate is fitted on first read: beyond the measured ranges and on
+        GPUs moved to physically only the linear model predicts, so validation's refits that
+        predict only such rows never fit it (the fit proper reads it at once, for
+        :attr:`cv_mape`).
+        """
+        return self._chosen().model
+
+    @property
+    def cv_mape(self) -> float:
+        """Cross-validated MAPE of the interpolating model (NaN under 4 configurations)."""
+        return self._chosen().cv
+
+    @property
+    def abs_logres(self) -> np.ndarray:
+        """Sorted |log(y/pred)| of the interpolating model out of configuration."""
+        return self._chosen().abs_logres
 
     @property
     def transfer_method(self) -> str:
@@ -119,13 +155,36 @@ class _TransferChoice:
                                self.hw_cols, self.rho)
 
 
+@dataclass(frozen=True)
+class _LogChoice:
+    """The log-space candidate of one network, fitted when first needed, and the choice
+    between it and the fitted linear one (the lower anchored MAPE; a tie keeps the log)."""
+
+    settings: FitSettings
+    feats: Table
+    its: np.ndarray
+    y: np.ndarray
+    arch: np.ndarray | None
+    hw_cols: list[str]
+    rho: float
+    linear: AnchoredNetworkModel
+
+    def __call__(self) -> _Interpolator:
+        log = AnchoredNetworkModel(
+            k_max=self.settings.k_max or 8, space="log", seed=self.settings.seed,
+            hw_cols=tuple(self.hw_cols), rho=self.rho,
+        )
+        log.fit(self.feats, self.its, self.y, arch=self.arch)
+        model = min((log, self.linear), key=lambda m: m.anchor_mape)
+        cv = model.anchor_mape if model.n_configs >= 4 else float("nan")
+        return _Interpolator(model, cv, np.sort(np.abs(model.loo_logres)))
+
+
 @dataclass
 class _ModelChoice:
     """The fitted models of one network and the figures of the interpolating one."""
 
-    model: Any
-    cv: float
-    abs_logres: np.ndarray
+    interpolator: _Interpolator | _LogChoice
     n_configs: int
     transfer: TransferPrior | None = None
     physical: Any = None
@@ -158,8 +217,7 @@ def fit_network(settings: FitSettings, prep: Prepared, rows: np.ndarray,
     batch = np.unique(feats["batch_size"]).tolist() if "batch_size" in feats else []
     transfer = choice.transfer if choice.transfer is not None else settings.prior
     return NetworkFit(
-        choice.model, ranges, hardware, labels, hw_cols, choice.abs_logres, choice.cv,
-        choice.n_configs, batch, transfer, choice.physical, choice.transfer_method,
+        choice.interpolator, ranges, hardware, labels, hw_cols, choice.n_configs, batch, transfer, choice.physical, choice.transfer_method,
         per_iteration=per_iteration, ranges_by_hw=ranges_by_hw, columns=list(feats.columns),
         on_cpu=bool((prep.hardware_label[rows] == "CPU").all()),
     )
@@ -175,31 +233,26 @@ def _fit_paper(settings: FitSettings, feats: pd.DataFrame, its: np.ndarray,
     pred = model.predict(feats, its)
     abs_logres = np.sort(np.abs(np.log(y / np.maximum(pred, 1e-12))))
     n_configs = len(np.unique(np.column_stack([feats.to_numpy(), its]), axis=0))
-    return _ModelChoice(model, model.cv_mape, abs_logres, n_configs)
+    return _ModelChoice(_Interpolator(model, model.cv_mape, abs_logres), n_configs)
 
 
 def _fit_default(settings: FitSettings, feats: Table, its: np.ndarray, y: np.ndarray,
                  arch: np.ndarray | None, hw_cols: list[str]) -> _ModelChoice:
-    """The log-space and the linear anchored models; the one validated better interpolates."""
+    """The linear anchored model, and the log-space one (fitted when first read: see
+    :attr:`NetworkFit.model`); the one validated better interpolates."""
     transfer = own_transfer(feats, its, y, hw_cols)
     rho = transfer.rho if transfer is not None else settings.prior.rho
-    candidates = []
-    for space in ("log", "linear"):
-        m = AnchoredNetworkModel(
-            k_max=settings.k_max or 8, space=space, seed=settings.seed,
-            hw_cols=tuple(hw_cols), rho=rho,
-        )
-        m.fit(feats, its, y, arch=arch)
-        candidates.append(m)
-    physical: AnchoredNetworkModel | None = candidates[1]
-    # Copies: the test may run long after this fit, and must see this fit's data.
-    transfer_method = _TransferChoice(settings, feats, its.copy(), y.copy(),
-                                      None if arch is None else arch.copy(), list(hw_cols), rho)
-    model = min(candidates, key=lambda m: m.anchor_mape)
-    n_configs = model.n_configs
-    cv = model.anchor_mape if n_configs >= 4 else float("nan")
-    abs_logres = np.sort(np.abs(model.loo_logres))
-    return _ModelChoice(model, cv, abs_logres, n_configs, transfer, physical, transfer_method)
+    physical = AnchoredNetworkModel(
+        k_max=settings.k_max or 8, space="linear", seed=settings.seed,
+        hw_cols=tuple(hw_cols), rho=rho,
+    )
+    physical.fit(feats, its, y, arch=arch)
+    # Copies: the test and the log fit may run long after this fit, and must see its data.
+    its, y, arch = its.copy(), y.copy(), None if arch is None else arch.copy()
+    transfer_method = _TransferChoice(settings, feats, its, y, arch, list(hw_cols), rho)
+    interpolator = _LogChoice(settings, feats, its, y, arch, list(hw_cols), rho, physical)
+    # Both candidates see the same rows: the same configurations.
+    return _ModelChoice(interpolator, physical.n_configs, transfer, physical, transfer_method)
 
 
 def _measured_hardware(
@@ -285,7 +338,14 @@ def predict_network(
     settings: FitSettings, fit: NetworkFit, prep: Prepared, rows: np.ndarray, cov: float,
     out: dict,
 ) -> None:
-    """Write the predictions of a measured network's ``rows`` into the columns of ``out``."""
+    """Write the predictions of a measured network's ``rows`` into the columns of ``out``.
+
+    ``out`` may hold only some of the columns (``time_s``, ``time_low_s``, ``time_high_s``,
+    ``per_iteration_s``, ``kind``, ``detail``, ``expected_mape``): without the interval's
+    (``time_low_s``, ``time_high_s``, ``expected_mape``) no interval is computed, and the
+    log-space candidate, which they read, is fitted only if a point needs it (validation's
+    refits read ``time_s`` alone).
+    """
     frame = prep.features.iloc[rows][fit.columns].reset_index(drop=True)
     feats = Table.of(frame)
     count = prep.iterations[rows]
@@ -298,14 +358,15 @@ def predict_network(
     if fit.per_iteration:
         pred = pred * count
     pred = np.maximum(pred, 1e-9)
-    expected, half = _expected_errors(fit, kinds, cov)
-    out["time_s"][rows] = pred
-    out["time_low_s"][rows] = pred * np.exp(-half)
-    out["time_high_s"][rows] = pred * np.exp(half)
-    out["per_iteration_s"][rows] = pred / count
-    out["kind"][rows] = kinds
-    out["detail"][rows] = details
-    out["expected_mape"][rows] = expected
+    columns = {"time_s": pred, "per_iteration_s": pred / count, "kind": kinds,
+               "detail": details}
+    if out.keys() & {"time_low_s", "time_high_s", "expected_mape"}:
+        expected, half = _expected_errors(fit, kinds, cov)
+        columns.update(time_low_s=pred * np.exp(-half), time_high_s=pred * np.exp(half),
+                       expected_mape=expected)
+    for name, values in columns.items():
+        if name in out:
+            out[name][rows] = values
 
 
 def _check_rows(fit: NetworkFit, feats: Table, prep: Prepared, rows: np.ndarray,
@@ -331,15 +392,20 @@ def _point_predictions(settings: FitSettings, fit: NetworkFit, feats: Any,
                        its: np.ndarray, kinds: np.ndarray, prep: Prepared,
                        rows: np.ndarray) -> np.ndarray:
     """Seconds of each row by the model its kind of prediction uses."""
-    pred = np.asarray(fit.model.predict(feats, its), dtype=float)
     if settings.method != "default":
-        return pred
+        return np.asarray(fit.model.predict(feats, its), dtype=float)
     # Outside the measured ranges the structurally linear model (floor + compute terms,
     # each a time that grows linearly in its factors) extrapolates; a power law fitted in
     # log space may interpolate better but bends where no data hold it (depth: 16.8% vs
     # 9.0% MAPE on lattuada2022, see benchmarks/accuracy.py).
     transfer = kinds == "transfer"
     extra = kinds == "extrapolation"
+    # (transfer_method only where a move is made: the test it runs is a further fit.)
+    if (~(transfer | extra)).any() or (transfer.any() and not (
+            fit.physical.uses_h and fit.transfer_method == "physical")):
+        pred = np.asarray(fit.model.predict(feats, its), dtype=float)
+    else:  # the linear model alone predicts every row (and the log one need not be fitted)
+        pred = np.empty(len(kinds))
     if extra.any():
         pred[extra] = fit.physical.predict(feats.take(extra), its[extra])
     if transfer.any():
