@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -51,8 +51,7 @@ def _measured_mape() -> dict[str, float]:
 MEASURED_MAPE = _measured_mape()
 
 
-@dataclass
-class _Interpolator:
+class _Interpolator(NamedTuple):
     """The model that interpolates one network and the figures its intervals read."""
 
     model: Any
@@ -64,8 +63,7 @@ class _Interpolator:
 class NetworkFit:
     """What :func:`fit_network` learnt of one network (read by predictions and the report)."""
 
-    # The interpolating model, or the choice that fits the log-space candidate and picks it,
-    # run when first read (:attr:`model`, :attr:`cv_mape`, :attr:`abs_logres`).
+    # The interpolating model, or the _LogChoice that fits and picks it when first read.
     interpolator: _Interpolator | _LogChoice
     ranges: dict[str, tuple[float, float]]
     hardware: np.ndarray  # unique measured hardware rows (n_gpus, n_hw_cols)
@@ -88,20 +86,14 @@ class NetworkFit:
         default_factory=dict)
 
     def _chosen(self) -> _Interpolator:
-        if not isinstance(self.interpolator, _Interpolator):
+        if isinstance(self.interpolator, _LogChoice):
             self.interpolator = self.interpolator()
         return self.interpolator
 
     @property
     def model(self) -> Any:
-        """The model that interpolates (the default method: the log-space or the linear one,
-        whichever validated better).
-
-        The log-space candidate is fitted on first read: beyond the measured ranges and on
-        GPUs moved to physically only the linear model predicts, so validation's refits that
-        predict only such rows never fit it (the fit proper reads it at once, for
-        :attr:`cv_mape`).
-        """
+        """The interpolating model (default method: the log-space or the linear one, fitted
+        on first read: refits that predict only rows the linear one answers never fit it)."""
         return self._chosen().model
 
     @property
@@ -119,8 +111,7 @@ class NetworkFit:
         """How a move to an unmeasured GPU is made ("physical", "ratio" or "both").
 
         Chosen by a fit-time test (:func:`choose_transfer`, a further fit of the linear
-        model) that only moves to another GPU read: the validation's refits mostly predict
-        measured GPUs, so the test runs on first use, on the fit's own data, and is kept.
+        model) that only moves to another GPU read: run on first use, on the fit's own data.
         """
         if not isinstance(self.transfer_choice, str):
             self.transfer_choice = self.transfer_choice()
@@ -157,24 +148,17 @@ class _TransferChoice:
 
 @dataclass(frozen=True)
 class _LogChoice:
-    """The log-space candidate of one network, fitted when first needed, and the choice
-    between it and the fitted linear one (the lower anchored MAPE; a tie keeps the log)."""
+    """The log-space candidate, fitted on first read on the data of ``data``, against the
+    ``linear`` one: the lower anchored MAPE interpolates (a tie: the log-space one)."""
 
-    settings: FitSettings
-    feats: Table
-    its: np.ndarray
-    y: np.ndarray
-    arch: np.ndarray | None
-    hw_cols: list[str]
-    rho: float
+    data: _TransferChoice
     linear: AnchoredNetworkModel
 
     def __call__(self) -> _Interpolator:
-        log = AnchoredNetworkModel(
-            k_max=self.settings.k_max or 8, space="log", seed=self.settings.seed,
-            hw_cols=tuple(self.hw_cols), rho=self.rho,
-        )
-        log.fit(self.feats, self.its, self.y, arch=self.arch)
+        d = self.data
+        log = AnchoredNetworkModel(k_max=d.settings.k_max or 8, space="log",
+                                   seed=d.settings.seed, hw_cols=tuple(d.hw_cols), rho=d.rho)
+        log.fit(d.feats, d.its, d.y, arch=d.arch)
         model = min((log, self.linear), key=lambda m: m.anchor_mape)
         cv = model.anchor_mape if model.n_configs >= 4 else float("nan")
         return _Interpolator(model, cv, np.sort(np.abs(model.loo_logres)))
@@ -217,7 +201,8 @@ def fit_network(settings: FitSettings, prep: Prepared, rows: np.ndarray,
     batch = np.unique(feats["batch_size"]).tolist() if "batch_size" in feats else []
     transfer = choice.transfer if choice.transfer is not None else settings.prior
     return NetworkFit(
-        choice.interpolator, ranges, hardware, labels, hw_cols, choice.n_configs, batch, transfer, choice.physical, choice.transfer_method,
+        choice.interpolator, ranges, hardware, labels, hw_cols, choice.n_configs, batch,
+        transfer, choice.physical, choice.transfer_method,
         per_iteration=per_iteration, ranges_by_hw=ranges_by_hw, columns=list(feats.columns),
         on_cpu=bool((prep.hardware_label[rows] == "CPU").all()),
     )
@@ -238,8 +223,8 @@ def _fit_paper(settings: FitSettings, feats: pd.DataFrame, its: np.ndarray,
 
 def _fit_default(settings: FitSettings, feats: Table, its: np.ndarray, y: np.ndarray,
                  arch: np.ndarray | None, hw_cols: list[str]) -> _ModelChoice:
-    """The linear anchored model, and the log-space one (fitted when first read: see
-    :attr:`NetworkFit.model`); the one validated better interpolates."""
+    """The linear anchored model and the log-space one (fitted on first read, on the same
+    rows: the same configurations); the one validated better interpolates."""
     transfer = own_transfer(feats, its, y, hw_cols)
     rho = transfer.rho if transfer is not None else settings.prior.rho
     physical = AnchoredNetworkModel(
@@ -248,11 +233,10 @@ def _fit_default(settings: FitSettings, feats: Table, its: np.ndarray, y: np.nda
     )
     physical.fit(feats, its, y, arch=arch)
     # Copies: the test and the log fit may run long after this fit, and must see its data.
-    its, y, arch = its.copy(), y.copy(), None if arch is None else arch.copy()
-    transfer_method = _TransferChoice(settings, feats, its, y, arch, list(hw_cols), rho)
-    interpolator = _LogChoice(settings, feats, its, y, arch, list(hw_cols), rho, physical)
-    # Both candidates see the same rows: the same configurations.
-    return _ModelChoice(interpolator, physical.n_configs, transfer, physical, transfer_method)
+    transfer_method = _TransferChoice(settings, feats, its.copy(), y.copy(),
+                                      None if arch is None else arch.copy(), list(hw_cols), rho)
+    return _ModelChoice(_LogChoice(transfer_method, physical), physical.n_configs, transfer,
+                        physical, transfer_method)
 
 
 def _measured_hardware(
@@ -338,14 +322,9 @@ def predict_network(
     settings: FitSettings, fit: NetworkFit, prep: Prepared, rows: np.ndarray, cov: float,
     out: dict,
 ) -> None:
-    """Write the predictions of a measured network's ``rows`` into the columns of ``out``.
-
-    ``out`` may hold only some of the columns (``time_s``, ``time_low_s``, ``time_high_s``,
-    ``per_iteration_s``, ``kind``, ``detail``, ``expected_mape``): without the interval's
-    (``time_low_s``, ``time_high_s``, ``expected_mape``) no interval is computed, and the
-    log-space candidate, which they read, is fitted only if a point needs it (validation's
-    refits read ``time_s`` alone).
-    """
+    """Write the predictions of a measured network's ``rows`` into the columns of ``out``
+    (those it holds: without ``time_low_s``, ``time_high_s`` and ``expected_mape`` no interval
+    is computed, and the log-space candidate is fitted only if a point needs it)."""
     frame = prep.features.iloc[rows][fit.columns].reset_index(drop=True)
     feats = Table.of(frame)
     count = prep.iterations[rows]
@@ -400,8 +379,7 @@ def _point_predictions(settings: FitSettings, fit: NetworkFit, feats: Any,
     # 9.0% MAPE on lattuada2022, see benchmarks/accuracy.py).
     transfer = kinds == "transfer"
     extra = kinds == "extrapolation"
-    # (transfer_method only where a move is made: the test it runs is a further fit.)
-    if (~(transfer | extra)).any() or (transfer.any() and not (
+    if (~(transfer | extra)).any() or (transfer.any() and not (  # (transfer_method: a fit)
             fit.physical.uses_h and fit.transfer_method == "physical")):
         pred = np.asarray(fit.model.predict(feats, its), dtype=float)
     else:  # the linear model alone predicts every row (and the log one need not be fitted)
