@@ -227,10 +227,8 @@ def _fit_default(settings: FitSettings, feats: Table, its: np.ndarray, y: np.nda
     rows: the same configurations); the one validated better interpolates."""
     transfer = own_transfer(feats, its, y, hw_cols)
     rho = transfer.rho if transfer is not None else settings.prior.rho
-    physical = AnchoredNetworkModel(
-        k_max=settings.k_max or 8, space="linear", seed=settings.seed,
-        hw_cols=tuple(hw_cols), rho=rho,
-    )
+    physical = AnchoredNetworkModel(k_max=settings.k_max or 8, space="linear",
+                                    seed=settings.seed, hw_cols=tuple(hw_cols), rho=rho)
     physical.fit(feats, its, y, arch=arch)
     # Copies: the test and the log fit may run long after this fit, and must see its data.
     transfer_method = _TransferChoice(settings, feats, its.copy(), y.copy(),
@@ -296,10 +294,8 @@ def choose_transfer(
         return "both"
     h = hardware_factor(gpus[:, 0], gpus[:, 1] if len(hw_cols) > 1 else None, rho)
     held = gid == int(np.argmin(h))
-    model = AnchoredNetworkModel(
-        k_max=settings.k_max or 8, space="linear", seed=settings.seed,
-        hw_cols=tuple(hw_cols), rho=rho,
-    )
+    model = AnchoredNetworkModel(k_max=settings.k_max or 8, space="linear",
+                                 seed=settings.seed, hw_cols=tuple(hw_cols), rho=rho)
     rest = ~held
     model.fit(feats.take(rest), its[rest], y[rest],
               arch=None if arch is None else arch[rest])
@@ -325,15 +321,19 @@ def predict_network(
     """Write the predictions of a measured network's ``rows`` into the columns of ``out``
     (those it holds: without ``time_low_s``, ``time_high_s`` and ``expected_mape`` no interval
     is computed, and the log-space candidate is fitted only if a point needs it)."""
-    frame = prep.features.iloc[rows][fit.columns].reset_index(drop=True)
-    feats = Table.of(frame)
+    # The default's models read arrays: column by column, no frame of the rows (refits).
+    frame = (None if settings.method == "default"
+             else prep.features.iloc[rows][fit.columns].reset_index(drop=True))
+    feats = Table.of(frame) if frame is not None else Table(
+        {c: np.ascontiguousarray(prep.features[c].to_numpy(dtype=float)[rows])
+         for c in fit.columns}, len(rows))
     count = prep.iterations[rows]
     its = np.ones_like(count) if fit.per_iteration else count
     labels = prep.hardware_label[rows]
     _check_rows(fit, feats, prep, rows, labels)
     kinds, details = kinds_of(fit, feats, its, labels)
-    pred = _point_predictions(settings, fit, frame if settings.method != "default" else feats,
-                              its, kinds, prep, rows)
+    pred = _point_predictions(settings, fit, feats if frame is None else frame, its, kinds,
+                              prep, rows)
     if fit.per_iteration:
         pred = pred * count
     pred = np.maximum(pred, 1e-9)
