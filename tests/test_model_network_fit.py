@@ -131,3 +131,31 @@ def test_interval_coverage_on_public_data() -> None:
     pred = model.predict_table(x[test])
     inside = (pred["time_low_s"] <= y[test]) & (y[test] <= pred["time_high_s"])
     assert inside.mean() >= 0.75  # nominal 0.9, judged loosely on one split
+
+
+def test_points_alone_leave_the_log_candidate_unfitted_and_match_the_full_table() -> None:
+    """Validation's refits ask for ``time_s`` alone: beyond the measured range only the
+    linear model answers, so the log-space candidate is not fitted, and the points are the
+    ones the full prediction (which fits it, for the intervals) gives."""
+    from gpuperf_magics.model.estimator import GlobalModel
+    from gpuperf_magics.model.inputs import prepare
+    from gpuperf_magics.model.network_fit import _LogChoice
+
+    x, y = synthetic()
+    model = GlobalModel(public_data=False).fit(x, y)
+    prep = prepare(x, (), prefer_catalog=True)
+    rows = np.arange(len(y))
+    query = x.assign(batch_size=x["batch_size"] + 1000)  # all beyond the measured 256
+    q = prepare(query, (), prefer_catalog=True)
+    fit = model._fit_network("net", prep, rows, y)
+    points = {"time_s": np.zeros(len(y))}
+    model._predict_network(fit, q, rows, 0.9, points)
+    assert isinstance(fit.interpolator, _LogChoice)  # never needed
+    full = model.predict_table(query)
+    assert set(full["kind"]) == {"extrapolation"}
+    np.testing.assert_array_equal(points["time_s"], full["time_s"].to_numpy())
+    # Interpolations read the chosen model: it is fitted then, and the points still agree.
+    inside = {"time_s": np.zeros(len(y))}
+    model._predict_network(fit, prep, rows, 0.9, inside)
+    assert not isinstance(fit.interpolator, _LogChoice)
+    np.testing.assert_array_equal(inside["time_s"], model.predict(x))

@@ -13,7 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -51,17 +51,24 @@ def _measured_mape() -> dict[str, float]:
 MEASURED_MAPE = _measured_mape()
 
 
+class _Interpolator(NamedTuple):
+    """The model that interpolates one network and the figures its intervals read."""
+
+    model: Any
+    cv: float
+    abs_logres: np.ndarray  # sorted |log(y/pred)| out of configuration
+
+
 @dataclass
 class NetworkFit:
     """What :func:`fit_network` learnt of one network (read by predictions and the report)."""
 
-    model: Any
+    # The interpolating model, or the _LogChoice that fits and picks it when first read.
+    interpolator: _Interpolator | _LogChoice
     ranges: dict[str, tuple[float, float]]
     hardware: np.ndarray  # unique measured hardware rows (n_gpus, n_hw_cols)
     hardware_labels: list[str]
     hw_cols: list[str]
-    abs_logres: np.ndarray  # sorted |log(y/pred)| out of configuration
-    cv_mape: float
     n_configs: int
     batch_sizes: list[float] = field(default_factory=list)
     transfer: TransferPrior | None = None
@@ -78,13 +85,33 @@ class NetworkFit:
     ranges_by_hw: dict[tuple[float, ...], dict[str, tuple[float, float]]] = field(
         default_factory=dict)
 
+    def _chosen(self) -> _Interpolator:
+        if isinstance(self.interpolator, _LogChoice):
+            self.interpolator = self.interpolator()
+        return self.interpolator
+
+    @property
+    def model(self) -> Any:
+        """The interpolating model (default method: the log-space or the linear one, fitted
+        on first read: refits that predict only rows the linear one answers never fit it)."""
+        return self._chosen().model
+
+    @property
+    def cv_mape(self) -> float:
+        """Cross-validated MAPE of the interpolating model (NaN under 4 configurations)."""
+        return self._chosen().cv
+
+    @property
+    def abs_logres(self) -> np.ndarray:
+        """Sorted |log(y/pred)| of the interpolating model out of configuration."""
+        return self._chosen().abs_logres
+
     @property
     def transfer_method(self) -> str:
         """How a move to an unmeasured GPU is made ("physical", "ratio" or "both").
 
         Chosen by a fit-time test (:func:`choose_transfer`, a further fit of the linear
-        model) that only moves to another GPU read: the validation's refits mostly predict
-        measured GPUs, so the test runs on first use, on the fit's own data, and is kept.
+        model) that only moves to another GPU read: run on first use, on the fit's own data.
         """
         if not isinstance(self.transfer_choice, str):
             self.transfer_choice = self.transfer_choice()
@@ -119,13 +146,29 @@ class _TransferChoice:
                                self.hw_cols, self.rho)
 
 
+@dataclass(frozen=True)
+class _LogChoice:
+    """The log-space candidate, fitted on first read on the data of ``data``, against the
+    ``linear`` one: the lower anchored MAPE interpolates (a tie: the log-space one)."""
+
+    data: _TransferChoice
+    linear: AnchoredNetworkModel
+
+    def __call__(self) -> _Interpolator:
+        d = self.data
+        log = AnchoredNetworkModel(k_max=d.settings.k_max or 8, space="log",
+                                   seed=d.settings.seed, hw_cols=tuple(d.hw_cols), rho=d.rho)
+        log.fit(d.feats, d.its, d.y, arch=d.arch)
+        model = min((log, self.linear), key=lambda m: m.anchor_mape)
+        cv = model.anchor_mape if model.n_configs >= 4 else float("nan")
+        return _Interpolator(model, cv, np.sort(np.abs(model.loo_logres)))
+
+
 @dataclass
 class _ModelChoice:
     """The fitted models of one network and the figures of the interpolating one."""
 
-    model: Any
-    cv: float
-    abs_logres: np.ndarray
+    interpolator: _Interpolator | _LogChoice
     n_configs: int
     transfer: TransferPrior | None = None
     physical: Any = None
@@ -158,8 +201,8 @@ def fit_network(settings: FitSettings, prep: Prepared, rows: np.ndarray,
     batch = np.unique(feats["batch_size"]).tolist() if "batch_size" in feats else []
     transfer = choice.transfer if choice.transfer is not None else settings.prior
     return NetworkFit(
-        choice.model, ranges, hardware, labels, hw_cols, choice.abs_logres, choice.cv,
-        choice.n_configs, batch, transfer, choice.physical, choice.transfer_method,
+        choice.interpolator, ranges, hardware, labels, hw_cols, choice.n_configs, batch,
+        transfer, choice.physical, choice.transfer_method,
         per_iteration=per_iteration, ranges_by_hw=ranges_by_hw, columns=list(feats.columns),
         on_cpu=bool((prep.hardware_label[rows] == "CPU").all()),
     )
@@ -175,31 +218,23 @@ def _fit_paper(settings: FitSettings, feats: pd.DataFrame, its: np.ndarray,
     pred = model.predict(feats, its)
     abs_logres = np.sort(np.abs(np.log(y / np.maximum(pred, 1e-12))))
     n_configs = len(np.unique(np.column_stack([feats.to_numpy(), its]), axis=0))
-    return _ModelChoice(model, model.cv_mape, abs_logres, n_configs)
+    return _ModelChoice(_Interpolator(model, model.cv_mape, abs_logres), n_configs)
 
 
 def _fit_default(settings: FitSettings, feats: Table, its: np.ndarray, y: np.ndarray,
                  arch: np.ndarray | None, hw_cols: list[str]) -> _ModelChoice:
-    """The log-space and the linear anchored models; the one validated better interpolates."""
+    """The linear anchored model and the log-space one (fitted on first read, on the same
+    rows: the same configurations); the one validated better interpolates."""
     transfer = own_transfer(feats, its, y, hw_cols)
     rho = transfer.rho if transfer is not None else settings.prior.rho
-    candidates = []
-    for space in ("log", "linear"):
-        m = AnchoredNetworkModel(
-            k_max=settings.k_max or 8, space=space, seed=settings.seed,
-            hw_cols=tuple(hw_cols), rho=rho,
-        )
-        m.fit(feats, its, y, arch=arch)
-        candidates.append(m)
-    physical: AnchoredNetworkModel | None = candidates[1]
-    # Copies: the test may run long after this fit, and must see this fit's data.
+    physical = AnchoredNetworkModel(k_max=settings.k_max or 8, space="linear",
+                                    seed=settings.seed, hw_cols=tuple(hw_cols), rho=rho)
+    physical.fit(feats, its, y, arch=arch)
+    # Copies: the test and the log fit may run long after this fit, and must see its data.
     transfer_method = _TransferChoice(settings, feats, its.copy(), y.copy(),
                                       None if arch is None else arch.copy(), list(hw_cols), rho)
-    model = min(candidates, key=lambda m: m.anchor_mape)
-    n_configs = model.n_configs
-    cv = model.anchor_mape if n_configs >= 4 else float("nan")
-    abs_logres = np.sort(np.abs(model.loo_logres))
-    return _ModelChoice(model, cv, abs_logres, n_configs, transfer, physical, transfer_method)
+    return _ModelChoice(_LogChoice(transfer_method, physical), physical.n_configs, transfer,
+                        physical, transfer_method)
 
 
 def _measured_hardware(
@@ -259,10 +294,8 @@ def choose_transfer(
         return "both"
     h = hardware_factor(gpus[:, 0], gpus[:, 1] if len(hw_cols) > 1 else None, rho)
     held = gid == int(np.argmin(h))
-    model = AnchoredNetworkModel(
-        k_max=settings.k_max or 8, space="linear", seed=settings.seed,
-        hw_cols=tuple(hw_cols), rho=rho,
-    )
+    model = AnchoredNetworkModel(k_max=settings.k_max or 8, space="linear",
+                                 seed=settings.seed, hw_cols=tuple(hw_cols), rho=rho)
     rest = ~held
     model.fit(feats.take(rest), its[rest], y[rest],
               arch=None if arch is None else arch[rest])
@@ -285,27 +318,34 @@ def predict_network(
     settings: FitSettings, fit: NetworkFit, prep: Prepared, rows: np.ndarray, cov: float,
     out: dict,
 ) -> None:
-    """Write the predictions of a measured network's ``rows`` into the columns of ``out``."""
-    frame = prep.features.iloc[rows][fit.columns].reset_index(drop=True)
-    feats = Table.of(frame)
+    """Write the predictions of a measured network's ``rows`` into the columns of ``out``
+    (those it holds: without ``time_low_s``, ``time_high_s`` and ``expected_mape`` no interval
+    is computed, and the log-space candidate is fitted only if a point needs it)."""
+    # The default's models read arrays: column by column, no frame of the rows (refits).
+    frame = (None if settings.method == "default"
+             else prep.features.iloc[rows][fit.columns].reset_index(drop=True))
+    feats = Table.of(frame) if frame is not None else Table(
+        {c: np.ascontiguousarray(prep.features[c].to_numpy(dtype=float)[rows])
+         for c in fit.columns}, len(rows))
     count = prep.iterations[rows]
     its = np.ones_like(count) if fit.per_iteration else count
     labels = prep.hardware_label[rows]
     _check_rows(fit, feats, prep, rows, labels)
     kinds, details = kinds_of(fit, feats, its, labels)
-    pred = _point_predictions(settings, fit, frame if settings.method != "default" else feats,
-                              its, kinds, prep, rows)
+    pred = _point_predictions(settings, fit, feats if frame is None else frame, its, kinds,
+                              prep, rows)
     if fit.per_iteration:
         pred = pred * count
     pred = np.maximum(pred, 1e-9)
-    expected, half = _expected_errors(fit, kinds, cov)
-    out["time_s"][rows] = pred
-    out["time_low_s"][rows] = pred * np.exp(-half)
-    out["time_high_s"][rows] = pred * np.exp(half)
-    out["per_iteration_s"][rows] = pred / count
-    out["kind"][rows] = kinds
-    out["detail"][rows] = details
-    out["expected_mape"][rows] = expected
+    columns = {"time_s": pred, "per_iteration_s": pred / count, "kind": kinds,
+               "detail": details}
+    if out.keys() & {"time_low_s", "time_high_s", "expected_mape"}:
+        expected, half = _expected_errors(fit, kinds, cov)
+        columns.update(time_low_s=pred * np.exp(-half), time_high_s=pred * np.exp(half),
+                       expected_mape=expected)
+    for name, values in columns.items():
+        if name in out:
+            out[name][rows] = values
 
 
 def _check_rows(fit: NetworkFit, feats: Table, prep: Prepared, rows: np.ndarray,
@@ -331,15 +371,19 @@ def _point_predictions(settings: FitSettings, fit: NetworkFit, feats: Any,
                        its: np.ndarray, kinds: np.ndarray, prep: Prepared,
                        rows: np.ndarray) -> np.ndarray:
     """Seconds of each row by the model its kind of prediction uses."""
-    pred = np.asarray(fit.model.predict(feats, its), dtype=float)
     if settings.method != "default":
-        return pred
+        return np.asarray(fit.model.predict(feats, its), dtype=float)
     # Outside the measured ranges the structurally linear model (floor + compute terms,
     # each a time that grows linearly in its factors) extrapolates; a power law fitted in
     # log space may interpolate better but bends where no data hold it (depth: 16.8% vs
     # 9.0% MAPE on lattuada2022, see benchmarks/accuracy.py).
     transfer = kinds == "transfer"
     extra = kinds == "extrapolation"
+    if (~(transfer | extra)).any() or (transfer.any() and not (  # (transfer_method: a fit)
+            fit.physical.uses_h and fit.transfer_method == "physical")):
+        pred = np.asarray(fit.model.predict(feats, its), dtype=float)
+    else:  # the linear model alone predicts every row (and the log one need not be fitted)
+        pred = np.empty(len(kinds))
     if extra.any():
         pred[extra] = fit.physical.predict(feats.take(extra), its[extra])
     if transfer.any():

@@ -231,7 +231,10 @@ def _refit(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
     """Per-iteration predictions of the held-out configurations by a refit.
 
     Refits the cross-series model of this network on the prepared configuration medians (no
-    second pass over the table), without the held-out configurations.
+    second pass over the table), without the held-out configurations. Only the point
+    predictions are read: ``out`` asks for ``time_s`` alone, so no interval is computed and
+    the log-space candidate is fitted only where a point needs it (held-out ends and GPUs
+    moved physically are the linear model's alone).
     """
     net, prep_agg, agg_y, own, agg_row = medians
     agg_config = index.config_of_row[agg_row]
@@ -242,18 +245,13 @@ def _refit(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
     try:
         fit = model._fit_network(net, prep_agg, own[keep], agg_y[own[keep]])
         test = own[~keep]
-        out = {k: np.zeros(len(test)) for k in
-               ("time_s", "time_low_s", "time_high_s", "per_iteration_s",
-                "expected_mape")}
-        out.update(kind=np.empty(len(test), dtype=object),
-                   detail=np.empty(len(test), dtype=object))
-        model._predict_network(fit, subset(prep_agg, test), np.arange(len(test)),
-                           model.coverage, out)
+        out = {"time_s": np.zeros(len(prep_agg.iterations))}
+        model._predict_network(fit, prep_agg, test, model.coverage, out)
     except (ValueError, np.linalg.LinAlgError):
         return {}
     finally:
         model.advice_ = advice
-    pred, its = out["time_s"], prep_agg.iterations[test]
+    pred, its = out["time_s"][test], prep_agg.iterations[test]
     result: dict[int, float] = {}
     for c, p, n in zip(agg_config[~keep], pred, its, strict=True):
         # Seconds per iteration at the configuration's median iteration count.
