@@ -18,8 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover
 DETAIL = "from CPU runs by FLOPs and the kernels an iteration launches, rough"
 #: The label where the host's time to launch the iteration's kernels outlasts the GPU's work:
 #: then every GPU answers about the same, and a faster one would not help.
-HOST_BOUND = ("from CPU runs, host-bound: launching the iteration's kernels takes longer than "
-              "the GPU's work, so a faster GPU would not shorten it; rough")
+HOST_BOUND = "from CPU runs, host-bound (its kernel launches outlast the GPU's work), rough"
 
 
 def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
