@@ -124,3 +124,25 @@ def test_sync_into_a_new_file_creates_it(tmp_path: Path, pg_store_url: str) -> N
     copy = Store(tmp_path / "new" / "copy.sqlite")
     assert team.sync_to(copy).copied == 5
     _same_runs(team, copy)
+
+
+def test_a_batch_beyond_one_bound_list_reads_whole_from_a_server(tmp_path: Path,
+                                                                  pg_store_url: str) -> None:
+    """A sync from PostgreSQL reads a batch of 1,000 runs by one array parameter (not 900
+    ids at a time): every run and its iterations arrive once, in order."""
+    team = Store(pg_store_url)
+    team.import_table(pd.DataFrame({"time_s": [float(i + 1) for i in range(990)],
+                                    "batch_size": [4 + i for i in range(990)]}),
+                      network="bert", gpu="T4")
+    for batch in (8, 16):
+        team.save_run(make_run("mlp", batch=batch))
+    local = Store(tmp_path / "laptop.sqlite")
+    result = team.sync_to(local, batch=1000)
+    assert (result.copied, result.already) == (992, 0)
+    left = team.runs().drop(columns=PER_STORE).sort_values("run_uid").reset_index(drop=True)
+    right = local.runs().drop(columns=PER_STORE).sort_values("run_uid").reset_index(drop=True)
+    pd.testing.assert_frame_equal(left, right, check_dtype=False)
+    for uid in team.runs(network="mlp")["run_uid"]:  # the profiled runs' iterations, in order
+        one, other = (s.runs(run_uid=uid)["run_id"].iloc[0] for s in (team, local))
+        pd.testing.assert_frame_equal(team.iterations(one).drop(columns="run_id"),
+                                      local.iterations(other).drop(columns="run_id"))
