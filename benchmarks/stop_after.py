@@ -13,6 +13,11 @@ expected to come closer to them than they are to each other).
 
     python benchmarks/stop_after.py [--rounds 5] [--threads 1] [--device cuda]
     python benchmarks/stop_after.py --synthetic [--draws 200]
+    python benchmarks/stop_after.py --overshoot [--draws 15]
+
+``--overshoot`` measures :data:`gpuperf_magics.auto_stop.RULE_OVERSHOOT`: the capture's rule
+fed independent normal times of a known spread, its median stop over the order-statistic count
+``(z·√(π/2)·σ / 1%)² + 1`` that ``suggest`` prices a run by.
 
 Aim (issue 20): the median ``auto`` stopped at is within 2% of the full run's. ``--device
 cuda`` runs the MLP and the CNN on the GPU too (the auto rule then reads CUDA events).
@@ -235,6 +240,36 @@ def _one_series(kind: str, seed: int, rule_type: type[stopping.MedianPrecision],
             abs(interval.median / around - 1))
 
 
+def overshoot_table(draws: int) -> None:
+    """Median stop of the capture's rule on independent normal times per spread, over the
+    order-statistic count (the count :func:`~gpuperf_magics.auto_stop.auto_iterations` gives
+    before its :data:`~gpuperf_magics.auto_stop.RULE_OVERSHOOT`)."""
+    import math
+    import random
+
+    from gpuperf_magics import auto_stop
+    from gpuperf_magics.capture.stopping import MedianPrecision
+
+    print("| spread | order-statistic count | median stop | ratio | stops |")
+    print("| ---: | ---: | ---: | ---: | --- |")
+    for sigma in (0.03, 0.04, 0.05, 0.07):
+        stops = []
+        for seed in range(draws):
+            rng, rule = random.Random(seed), MedianPrecision()
+            for steps in range(1, AUTO_CEILING + 1):
+                if steps > 1:
+                    rule.add(0.01 * (1 + rng.gauss(0.0, sigma)))
+                if rule.reason(steps) is not None:
+                    break
+            stops.append(steps)
+        plain = math.ceil((auto_stop.MEDIAN_Z * auto_stop.MEDIAN_EFFICIENCY * sigma
+                           / AUTO_PRECISION) ** 2) + 1
+        median = statistics.median(stops)
+        print(f"| {sigma:.0%} | {plain} | {median:g} | {median / plain:.2f} | "
+              f"{min(stops)}–{max(stops)} |")
+    print(f"RULE_OVERSHOOT = {auto_stop.RULE_OVERSHOOT}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -242,10 +277,16 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--synthetic", action="store_true",
                         help="feed the rule times with a known noise instead of running loops")
-    parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--overshoot", action="store_true",
+                        help="the stop rule's iterations over the order-statistic count")
+    parser.add_argument("--draws", type=int, default=None,
+                        help="series per case (200 for --synthetic, 15 for --overshoot)")
     args = parser.parse_args()
+    if args.overshoot:
+        overshoot_table(args.draws or 15)
+        return
     if args.synthetic:
-        synthetic_table(args.draws)
+        synthetic_table(args.draws or 200)
         return
     torch.set_num_threads(args.threads)
     real_loops(args)

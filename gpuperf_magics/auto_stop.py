@@ -42,7 +42,8 @@ MEDIAN_EFFICIENCY = math.sqrt(math.pi / 2)
 #: by the wider of that interval and a t-interval of block medians (robust to the
 #: autocorrelation of real loops), judged on a schedule of checks. Simulated on independent
 #: normal times, 15 seeds per spread, its median stop was 2.06× the count at 4%, 1.81× at 5%
-#: and 2.17× at 7% (/tmp/stopcal.py of the fifth session; tests/test_auto_stop.py keeps it).
+#: and 2.17× at 7% (`benchmarks/stop_after.py --overshoot`; tests/test_auto_stop.py holds
+#: the capture to it).
 RULE_OVERSHOOT = 2.0
 
 __all__ = ["AUTO_CEILING", "AUTO_FLOOR", "AUTO_PRECISION", "MEDIAN_EFFICIENCY", "MEDIAN_Z",
