@@ -188,6 +188,8 @@ def test_spellings_are_tolerated(name: str, expected: str) -> None:
         ("H10O", "NVIDIA H100 80GB HBM3"),  # a typo in the model number
         ("4090 ultra", "NVIDIA GeForce RTX 4090"),  # the model number, another product
         ("tesla v10", "Tesla V100-SXM2-16GB"),
+        ("T5", "Tesla T4"),  # a model number too short for a spelling ratio
+        ("L5", "NVIDIA L4"),
     ],
 )
 def test_unknown_names_raise_with_close_matches(name: str, close: str) -> None:

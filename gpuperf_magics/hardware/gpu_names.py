@@ -284,11 +284,23 @@ def _close_matches(text: str, index: _Index) -> list[str]:
             continue  # "tesla", "laptop": too common or no help
         for token in difflib.get_close_matches(word, tokens, n=3, cutoff=0.7):
             found += [t for t in texts if token in t.split()]
+        # Short model numbers are too short for a ratio ("t5" against "t4" is 0.5): one digit
+        # off behind the same letters is near ("t5" is near the T4, "l5" the L4).
+        found += [t for t in texts if any(_one_digit_off(word, w) for w in t.split())]
     for match_text in found:
         canonical = index.texts[match_text]
         if canonical not in names:
             names.append(canonical)
     return names[:5]
+
+
+def _one_digit_off(word: str, token: str) -> bool:
+    """True when ``word`` and ``token`` are one letter prefix and digits of one length that
+    differ in exactly one place ("t5" and "t4"; not "t4" and "t40")."""
+    a, b = re.fullmatch(r"([a-z]+)(\d+)", word), re.fullmatch(r"([a-z]+)(\d+)", token)
+    if a is None or b is None or a[1] != b[1] or len(a[2]) != len(b[2]):
+        return False
+    return sum(x != y for x, y in zip(a[2], b[2])) == 1
 
 
 def _respellings(text: str) -> list[str]:
