@@ -120,22 +120,11 @@ def candidate_batches(measured: set[int], asked: list[int]) -> list[int]:
 
 def device_memory_gb(runs: pd.DataFrame, gpu: str | None) -> float | None:
     """GiB the measured device has: the latest run's recorded total memory, else the
-    catalog's figure for ``gpu``; None for the CPU or a GPU nobody knows the size of."""
-    import pandas as pd
+    catalog's figure for ``gpu``; None for the CPU or a GPU nobody knows the size of (the
+    figure every prediction row carries, :func:`~.memory.gpu_memory_gb`)."""
+    from gpuperf_magics.prediction.memory import gpu_memory_gb
 
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-
-    if gpu is None:
-        return None
-    if "gpu_memory_gb" in runs:
-        recorded = pd.to_numeric(runs["gpu_memory_gb"], errors="coerce").dropna()
-        if len(recorded) and math.isfinite(recorded.iloc[-1]) and recorded.iloc[-1] > 0:
-            return float(recorded.iloc[-1])
-    try:
-        size = float(lookup(gpu)["gpu_memory_gb"])
-    except (UnknownGPUError, KeyError, TypeError, ValueError):
-        return None
-    return size if math.isfinite(size) and size > 0 else None
+    return gpu_memory_gb(gpu, runs)
 
 
 def memory_cap(needs: dict[str, float], capacity: float | None,
