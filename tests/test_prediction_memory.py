@@ -72,7 +72,8 @@ def _imported(path, batches=(16, 32), gpu="T4", **columns):
 def test_every_prediction_row_carries_its_memory_against_a_known_answer(tmp_path):
     """1 GiB fixed + 1/16 GiB per sample: batch 512 needs 33 GiB; the T4 (16 GB, 14.4 after
     the headroom) holds up to batch 214, so 128 is its largest power of two; the A10G (24 GB,
-    21.6) 256; the H100 (80 GB, 72) 1024; on 4 H100s each holds a quarter of the batch."""
+    21.6) 256; the H100 (80 GB, 72) 1024. On 4 H100s the batch is each GPU's, as the
+    predictor reads it (weak scaling), so each needs what one did."""
     import gpuperf_magics as gm
 
     store = _imported(tmp_path / "runs.sqlite")
@@ -85,7 +86,8 @@ def test_every_prediction_row_carries_its_memory_against_a_known_answer(tmp_path
     assert str(frame["fits"].dtype) == "boolean" and str(frame["largest_batch"].dtype) == "Int64"
     four = gm.predict_time(store, batch_sizes=[512], iterations=100, gpus=["H100"],
                            gpu_count=4).frame.iloc[-1]
-    assert four["memory_gb"] == pytest.approx(1 + 128 / 16) and four["largest_batch"] == 4096
+    assert "weak scaling" in four["detail"]
+    assert four["memory_gb"] == pytest.approx(33.0) and four["largest_batch"] == 1024
 
 
 def test_unknown_memory_is_na_not_a_guess(filled):
@@ -113,6 +115,23 @@ def test_memory_columns_go_by_network_and_scale_a_deeper_row():
     assert pd.isna(out["memory_gb"].iloc[3])  # the CPU row
     assert out["largest_batch"].iloc[:3].tolist() == [64, 32, 16]  # 14.4 GiB usable
     assert list(asked.columns) == list(out.columns[:5])  # the rows' own columns kept
+
+
+def test_a_global_batch_is_split_over_the_gpus_a_held_one_is_not():
+    """As the predictor reads a data-parallel query (model.data_parallel): ``batch_size`` is
+    each GPU's unless a ``global_batch_size`` or ``local_batch_size`` says otherwise."""
+    from gpuperf_magics.prediction.memory import memory_columns
+
+    runs = pd.DataFrame({"batch_size": [8, 16], "gpu": "T4", "gpu_count": 1,
+                         "peak_memory_gb": [2.0, 3.0]})  # 1 GiB + 1/8 GiB per sample
+    held = pd.DataFrame({"batch_size": [64], "gpu": ["T4"], "gpu_count": [4]})
+    split = held.assign(global_batch_size=[64])
+    local = held.assign(local_batch_size=[16])
+    assert memory_columns(held, runs)["memory_gb"].tolist() == pytest.approx([9.0])
+    assert memory_columns(held, runs)["largest_batch"].tolist() == [64]  # per GPU
+    assert memory_columns(split, runs)["memory_gb"].tolist() == pytest.approx([3.0])  # 16 each
+    assert memory_columns(split, runs)["largest_batch"].tolist() == [256]  # over the 4
+    assert memory_columns(local, runs)["memory_gb"].tolist() == pytest.approx([3.0])
 
 
 def test_largest_batch_edges():

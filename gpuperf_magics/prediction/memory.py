@@ -44,6 +44,9 @@ MEMORY_COLUMNS = ("memory_gb", "gpu_memory_gb", "fits", "largest_batch")
 #: Largest batch :func:`largest_batch` tries (2**24): beyond it a batch is no answer, and a
 #: peak that did not grow with the batch fits at any size.
 _MAX_EXPONENT = 24
+#: Columns that make a row's ``batch_size`` the global batch of its GPUs (split over them),
+#: as :mod:`~gpuperf_magics.model.data_parallel` reads a query.
+_GLOBAL = ("global_batch_size", "local_batch_size")
 #: Columns a depth can be read from: a row asked at another depth than the runs' latest scales
 #: its peak in proportion (weights and activations both grow about with the depth).
 _DEPTHS = ("depth", "arch_depth")
@@ -69,8 +72,10 @@ class PeakMemory:
     caveat: str
 
     def needed_gb(self, batch_size: int, gpus: int = 1) -> float:
-        """GiB one GPU needs for ``batch_size`` split over ``gpus`` (data parallel: each GPU
-        holds the whole model and its share of the batch, as the predictor assumes)."""
+        """GiB one GPU needs for a global ``batch_size`` split over ``gpus`` (data parallel:
+        each GPU holds the whole model and its share of the batch). A prediction's
+        ``batch_size`` on several GPUs is the per-GPU batch (weak scaling, as the predictor
+        reads it) unless the row names a global one: :func:`memory_columns` says which."""
         per_gpu = math.ceil(batch_size / max(gpus, 1))
         return self.fixed_gb + self.per_sample_gb * per_gpu
 
@@ -176,15 +181,18 @@ def memory_columns(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (a prediction's rows: ``batch_size``, ``gpu``, ``gpu_count``) with the
     :data:`MEMORY_COLUMNS` added.
 
-    - ``memory_gb``: GiB one GPU needs for the row's batch (:func:`peak_memory` of the runs of
+    - ``memory_gb``: GiB one GPU needs for the row's batch (the per-GPU batch on several GPUs,
+      as the predictor reads it: ``batch_size`` held per GPU, or a ``global_batch_size``
+      split over them, or the ``local_batch_size`` given; :func:`peak_memory` of the runs of
       the row's network, or of all ``runs`` where ``frame`` has no ``network`` column; the
       runs at the latest run's architecture where they vary in it, and a row at another
       depth scaled in proportion). NaN for a CPU row and where no run measured its peak.
     - ``gpu_memory_gb``: GiB the row's GPU has (:func:`gpu_memory_gb`); NaN for the CPU or
       an unknown GPU.
     - ``fits`` (nullable boolean): :func:`fits`; NA where either figure is unknown.
-    - ``largest_batch`` (nullable integer): :func:`largest_batch` on the row's GPU and GPU
-      count; NA where unknown.
+    - ``largest_batch`` (nullable integer): :func:`largest_batch` on the row's GPU, in the
+      row's own batch terms (per GPU, or global where the row names a global batch); NA
+      where unknown.
     """
     import pandas as pd
 
@@ -201,15 +209,20 @@ def memory_columns(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         gpu = row["gpu"] if isinstance(row["gpu"], str) and row["gpu"] else None
         size = gpu_memory_gb(gpu, runs)
         count = 1 if pd.isna(row.get("gpu_count")) else max(1, int(row["gpu_count"]))
+        # The batch as the predictor reads it on several GPUs (model.data_parallel): held per
+        # GPU (weak scaling) unless the row names the global batch beside it.
+        split = count if any(pd.notna(row.get(c)) for c in _GLOBAL) else 1
         if model is None or gpu is None or latest is None:
             needed.append(math.nan)
             verdict.append(pd.NA)
             largest.append(pd.NA)
         else:
             scale = _depth_scale(row, latest)
-            need = model.needed_gb(int(row["batch_size"]), count) * scale
+            local = row.get("local_batch_size")
+            need = scale * (model.needed_gb(int(local)) if pd.notna(local) else
+                            model.needed_gb(_global_batch(row), split))
             ok = fits(need, size)
-            top = largest_batch(model, size, count, scale)
+            top = largest_batch(model, size, split, scale)
             needed.append(need)
             verdict.append(pd.NA if ok is None else ok)
             largest.append(pd.NA if top is None else top)
@@ -219,6 +232,14 @@ def memory_columns(frame: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     out["fits"] = pd.Series(verdict, index=frame.index, dtype="boolean")
     out["largest_batch"] = pd.Series(largest, index=frame.index, dtype="Int64")
     return out
+
+
+def _global_batch(row: pd.Series) -> int:
+    """The row's batch over all its GPUs where it names one, else its ``batch_size``."""
+    import pandas as pd
+
+    total = row.get("global_batch_size")
+    return int(total) if pd.notna(total) else int(row["batch_size"])
 
 
 def _network_peak(runs: pd.DataFrame) -> tuple[PeakMemory | None, pd.Series | None]:
