@@ -206,3 +206,9 @@ def test_csv_of_the_magic_and_the_command_after_real_training(ip, tmp_path, monk
         assert t4["largest_batch"].tolist() == [128, 128]
         assert table.loc[table["gpu"].isna(), "memory_gb"].isna().all()  # the CPU rows
     assert magic.columns.tolist() == command.columns.tolist()
+    # Shown inline: the GPU memory column and the plain line on the batch that won't fit.
+    ip.run_line_magic("predict_time", line.replace(" --csv", ""))
+    out = capsys.readouterr().out
+    assert "GPU memory" in out and "33 of 16 GB (won't fit)" in out
+    assert ("batch 512 needs about 33 GB; the T4 has 16 GB: the largest batch that fits is "
+            "about 128") in out.splitlines()
