@@ -145,3 +145,34 @@ def test_each_suggestion_listed_narrows_the_answer(tmp_path):
     assert (found.picks["gain_per_s"] > 0).all()
     assert all(b < a for a, b in zip([found.picks.attrs["expected_mape_before"], *after],
                                      after, strict=False))
+
+
+def _figures(line: str) -> tuple[str, str]:
+    """The "before" and "after" of a line: ("±22%", "±2%") or ("±15% (the mean of...)", ...)."""
+    before, after = line.split(" next: ", 1)[1].split(" → ")
+    return before, after.split(",")[0]
+
+
+def test_the_first_figure_is_the_error_the_answer_shows(ip, tmp_path):
+    """The line opens with the ``±`` of the answer (the suggester's own figure for the
+    targets can differ from it), the mean of the rows asked where there are several, labelled
+    so; the run's narrowing is carried onto it: after < before."""
+    from gpuperf_magics.skins.widgets import what_if
+
+    store = _peaks_store(tmp_path / "runs.sqlite", batches=(16, 32, 64))
+    one = ip.run_line_magic("predict_time", f"resnet --store {store} --batch-size 512 "
+                            "--iterations 100 --suggest -q -o")
+    shown = one.table()["expected error"].iloc[0]
+    lines = [a for a in one.advice if a.startswith("profile ")]
+    assert lines
+    for line in lines:
+        before, after = _figures(line)
+        assert before == shown and int(after[1:-1]) < int(before[1:-1])
+    two = ip.run_line_magic("predict_time", f"resnet --store {store} --batch-size 8, 512 "
+                            "--iterations 100 --suggest -q -o")
+    mean = 100 * two.frame["expected_mape"].mean()
+    before, _ = _figures(next(a for a in two.advice if a.startswith("profile ")))
+    assert before == f"±{mean:.0f}% (the mean of the 2 rows asked)"
+    panel = what_if(store, iterations=100, batch_sizes=[512])
+    assert panel.measure_next is not None
+    assert _figures(panel.measure_next)[0] == panel.answer.table()["expected error"].iloc[0]

@@ -20,6 +20,14 @@ cost a failed run and teach nothing.
 
 The model is the one :func:`~.store_model.fit_store` cached: asking for suggestions never
 refits it and never predicts the job again (the panel's one prediction per change).
+
+A line's first figure is the ``±`` the answer shows (its rows' ``expected_mape``; the mean of
+the rows asked where there are several, and the line says so): the suggester's own figure for
+the targets now (its routes over the measured points) can differ from it, and a line that
+read "±30% → ±3%" under an answer of ±22% left the user two errors for one question. The
+figure after a run is the suggester's narrowing carried onto that ``±``: its ratio
+after / before (the gain it ranks by, :mod:`gpuperf_magics.model.suggest`) times the shown
+``±``, so that a run that narrows the answer always reads lower than the answer.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ __all__ = [
     "device_memory_gb",
     "memory_cap",
     "next_runs",
+    "shown_error",
     "suggestion_line",
     "with_suggestions",
 ]
@@ -66,13 +75,20 @@ class NextRuns:
     picks : DataFrame or None
         The rows :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest` returned, up to
         the first that would not narrow the answer (None where it was not asked: no
-        candidate).
+        candidate); their ``expected_mape_after`` is the suggester's own figure.
+    before : float
+        The lines' first figure: the answer's shown expected error (the mean over ``rows``);
+        NaN where there was no target.
+    rows : int
+        Rows of the answer that ``before`` is the mean of.
     """
 
     lines: list[str] = field(default_factory=list)
     memory: str | None = None
     candidates: int = 0
     picks: pd.DataFrame | None = None
+    before: float = math.nan
+    rows: int = 0
 
     @property
     def notes(self) -> list[str]:
@@ -100,13 +116,26 @@ def _about(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def suggestion_line(what: str, before: float, after: float, cost_s: float) -> str:
+def suggestion_line(what: str, before: float, after: float, cost_s: float,
+                    rows: int = 1) -> str:
     """"profile batch 256 next: ±31% → ±9%, about 12 s": the candidate (``"batch 256"``,
-    ``"depth 64"``), the targets' expected error now and once it is measured (fractions),
-    and the predicted seconds of its ``--stop-after auto`` run. The one wording of magic,
-    command and panel."""
-    return (f"profile {what} next: ±{100 * before:.0f}% → ±{100 * after:.0f}%, about "
+    ``"depth 64"``), the targets' expected error now (the ``±`` the answer shows; with
+    ``rows`` > 1 the mean of that many rows, labelled "(the mean of the 3 rows asked)") and
+    once it is measured (fractions), and the predicted seconds of its ``--stop-after auto``
+    run. The one wording of magic, command and panel."""
+    mean = f" (the mean of the {rows} rows asked)" if rows > 1 else ""
+    return (f"profile {what} next: ±{100 * before:.0f}%{mean} → ±{100 * after:.0f}%, about "
             f"{_about(cost_s)}")
+
+
+def shown_error(asked: pd.DataFrame) -> float:
+    """The expected error the answer shows for the rows ``asked`` (their ``±``, the mean
+    where there are several), as the table rounds each row: NaN where none has one."""
+    import numpy as np
+
+    shown = asked["expected_mape"].to_numpy(dtype=float, na_value=np.nan)
+    shown = shown[np.isfinite(shown)]
+    return float(np.mean(shown)) if len(shown) else math.nan
 
 
 def candidate_batches(measured: set[int], asked: list[int]) -> list[int]:
@@ -245,15 +274,21 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
         extra["iterations"] = 1
     picks = fitted.model.suggest(targets.assign(**extra), candidates.assign(**extra), k=k,
                                  device=gpu or "CPU")
-    before = picks.attrs["expected_mape_before"]
+    # The line opens with the answer's own ±, and carries the suggester's narrowing onto it
+    # (the module docstring says why).
+    own = picks.attrs["expected_mape_before"]
+    before = shown_error(asked)
+    if not math.isfinite(before):
+        before = own
+    ratio = before / own if own > 0 and math.isfinite(own) else 1.0
     # The greedy list goes on past the last pick that narrows the answer: a run that would
     # widen or keep it is no suggestion (nor are the picks that assumed it measured).
     gains = picks["gain_per_s"].to_numpy(dtype=float)
     picks = picks.iloc[:next((i for i, g in enumerate(gains) if not g > 0), len(gains))]
     lines = [suggestion_line(labels[candidates.index.get_loc(i)], before,
-                             row.expected_mape_after, row.cost_s)
+                             row.expected_mape_after * ratio, row.cost_s, len(asked))
              for i, row in zip(picks.index, picks.itertuples(), strict=True)]
-    return NextRuns(lines, memory, len(candidates), picks)
+    return NextRuns(lines, memory, len(candidates), picks, before, len(asked))
 
 
 def with_suggestions(prediction: Prediction, store: Any,
