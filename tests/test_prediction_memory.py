@@ -53,6 +53,9 @@ def test_fits_keeps_headroom_for_the_context_and_the_allocator():
     assert fits(14.0, 16.0) is True
     assert fits((1 - HEADROOM) * 16 + 0.01, 16.0) is False
     assert fits(1.0, None) is None and fits(float("nan"), 16.0) is None
+    import numpy as np
+
+    assert fits(np.float64(17.0), 16.0) is False  # a plain bool for numpy figures too
 
 
 # ---------------------------------------------------------------- memory_columns

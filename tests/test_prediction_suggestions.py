@@ -176,3 +176,20 @@ def test_the_first_figure_is_the_error_the_answer_shows(ip, tmp_path):
     panel = what_if(store, iterations=100, batch_sizes=[512])
     assert panel.measure_next is not None
     assert _figures(panel.measure_next)[0] == panel.answer.table()["expected error"].iloc[0]
+
+
+def test_a_candidate_is_left_out_exactly_where_its_answer_says_it_will_not_fit(tmp_path):
+    """One memory rule for the answer and the candidates (memory_columns), also on several
+    GPUs, where a row's batch is each GPU's (weak scaling, as the predictor reads it): on
+    2 T4s batch 256 needs 17 GiB on each, more than a T4 holds, and is not suggested."""
+    store = _peaks_store(tmp_path / "runs.sqlite", gpu_count=2)
+    frame = gm.predict_time(store, batch_sizes=[64, 128, 256, 512], iterations=100).frame
+    assert list(frame["gpu_count"]) == [2] * 4
+    wont = [int(b) for b, ok in zip(frame["batch_size"], frame["fits"], strict=True) if not ok]
+    assert wont == [256, 512]
+    found = next_runs(gm.predict_time(store, batch_sizes=[512], iterations=100),
+                      fit_store(store, "resnet"), k=5)
+    assert found.memory is not None
+    assert found.memory.startswith("not suggested for memory: batch 256, 512 (from about "
+                                   "17.0 GiB")
+    assert set(_batches(found.lines)) <= {64, 128}

@@ -135,7 +135,7 @@ def fits(needed_gb: float, gpu_memory_gb: float | None) -> bool | None:
     if gpu_memory_gb is None or not math.isfinite(gpu_memory_gb) or not math.isfinite(
             needed_gb):
         return None
-    return needed_gb <= (1 - HEADROOM) * gpu_memory_gb
+    return bool(needed_gb <= (1 - HEADROOM) * gpu_memory_gb)  # not numpy's bool: "is False"
 
 
 def largest_batch(model: PeakMemory, gpu_memory_gb: float | None, gpus: int = 1,

@@ -12,11 +12,12 @@ largest one measured or asked about, not yet measured (:func:`candidate_batches`
 runs vary in a depth (a ``depth`` feature, or ``arch_depth`` when it is the only architecture
 figure learnt), the powers of two between the measured and the asked depths too, at the latest
 run's batch size. Where the runs recorded their peak GPU memory, a candidate whose predicted
-peak (:mod:`~.memory`, fitted to the runs at the latest run's depth; a depth scales it in
-proportion, as weights and activations grow) would not fit the device (its recorded total
-memory, else the catalog's, less :data:`~.memory.HEADROOM`) is left out, and the output says
-which were (:func:`memory_cap`): a suggestion to profile a batch that runs out of memory would
-cost a failed run and teach nothing.
+peak (:func:`~.memory.memory_columns`, the rule every prediction row's ``memory_gb`` follows:
+fitted to the runs at the latest run's depth; a depth scales it in proportion, as weights and
+activations grow) would not fit the device (its recorded total memory, else the catalog's,
+less :data:`~.memory.HEADROOM`) is left out, and the output says which were
+(:func:`memory_cap`): a suggestion to profile a batch that runs out of memory would cost a
+failed run and teach nothing.
 
 The model is the one :func:`~.store_model.fit_store` cached: asking for suggestions never
 refits it and never predicts the job again (the panel's one prediction per change).
@@ -200,7 +201,7 @@ def _candidates(fit: StoreFit, asked: pd.DataFrame, on_device: pd.DataFrame,
     those left out for memory."""
     import pandas as pd
 
-    from gpuperf_magics.prediction.memory import peak_memory
+    from gpuperf_magics.prediction.memory import memory_columns
 
     latest = fit.runs.iloc[-1]
     one = {c: latest.get(c) for c in fit.model.features}
@@ -213,15 +214,12 @@ def _candidates(fit: StoreFit, asked: pd.DataFrame, on_device: pd.DataFrame,
         depths = candidate_batches({int(d) for d in on_device[depth]},
                                    [int(d) for d in asked[depth].dropna()])
         rows.update({f"depth {d}": {**one, depth: float(d)} for d in depths})
-    count = int(latest["gpu_count"]) if gpu is not None and pd.notna(latest["gpu_count"]) \
-        else 1
-    model = peak_memory(here)
-    needs = {}
-    for label, row in rows.items():
-        # Weights and activations both grow about in proportion to the depth.
-        scale = 1.0 if depth is None else float(row[depth]) / float(latest[depth])
-        needs[label] = math.nan if model is None else \
-            model.needed_gb(int(row["batch_size"]), max(1, count)) * scale
+    if not rows:
+        return pd.DataFrame(), [], None
+    # The GPU memory each candidate needs, by the rule every prediction row shows
+    # (memory_columns: fitted at the latest run's depth, another depth in proportion).
+    sized = memory_columns(pd.DataFrame(list(rows.values())), on_device)
+    needs = dict(zip(rows, sized["memory_gb"].to_numpy(dtype=float), strict=True))
     dropped, note = memory_cap(needs, device_memory_gb(on_device, gpu), gpu)
     kept = [label for label in rows if label not in dropped]
     return pd.DataFrame([rows[label] for label in kept]), kept, note
