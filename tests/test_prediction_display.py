@@ -82,3 +82,46 @@ def test_html_cells_carry_their_spacing_inside_a_widget_too() -> None:
     cells = re.findall(r"<t[hd](?=[\s>])[^>]*>", page)
     assert cells and all(f"style='{display.CELL_STYLE}'" in c for c in cells)
     assert f"<th style='{display.CELL_STYLE}'>kind</th>" in page
+
+
+def _with_memory(**columns) -> Prediction:
+    """Two A10G rows of a network whose batch 1024 needs 41 GiB (the A10G has 24)."""
+    base = _prediction()
+    frame = pd.DataFrame({
+        "batch_size": [256, 1024], "gpu": ["NVIDIA A10G"] * 2, "gpu_count": [1, 1],
+        "iterations": [100, 100], "time_s": [10.0, 40.0], "time_low_s": [9.0, 30.0],
+        "time_high_s": [11.0, 50.0], "per_iteration_s": [0.1, 0.4],
+        "kind": ["interpolation", "extrapolation"], "detail": ["", ""],
+        "expected_mape": [0.05, 0.2], "memory_gb": [11.0, 41.0], "gpu_memory_gb": [24.0] * 2,
+        "fits": pd.array([True, False], dtype="boolean"),
+        "largest_batch": pd.array([512, 512], dtype="Int64"), **columns})
+    return Prediction(**{**base.__dict__, "frame": frame, "notes": [], "advice": []})
+
+
+def test_a_gpu_memory_column_and_a_plain_line_for_a_batch_that_will_not_fit() -> None:
+    shown = _with_memory()
+    assert list(display.table(shown)["GPU memory"]) == ["11 of 24 GB",
+                                                        "41 of 24 GB (won't fit)"]
+    line = ("batch 1024 needs about 41 GB; the A10G has 24 GB: the largest batch that fits "
+            "is about 512")
+    assert display.memory_lines(shown.frame) == [line]
+    assert line in display.as_text(shown).splitlines()
+    assert f"<p class='gpuperf-memory'>{line}</p>" in display.as_html(shown)
+    # Where no run measured a peak the column would only say "—": it is left out.
+    assert "GPU memory" not in display.table(_prediction()).columns
+    unknown = _with_memory(memory_gb=[math.nan] * 2,
+                           fits=pd.array([None, None], dtype="boolean"))
+    assert "GPU memory" not in display.table(unknown).columns
+    assert display.memory_lines(unknown.frame) == []
+
+
+def test_the_line_on_several_gpus_and_several_batches() -> None:
+    shown = _with_memory(gpu_count=[4, 4], memory_gb=[30.0, 41.0],
+                         fits=pd.array([False, False], dtype="boolean"),
+                         largest_batch=pd.array([128, 128], dtype="Int64"))
+    assert display.memory_lines(shown.frame) == [
+        "batch 256 needs about 30 GB, batch 1024 about 41 GB per GPU; each of the 4 A10Gs "
+        "has 24 GB: the largest batch that fits is about 128"]
+    nothing = _with_memory(fits=pd.array([False, False], dtype="boolean"),
+                           largest_batch=pd.array([0, 0], dtype="Int64"))
+    assert display.memory_lines(nothing.frame)[0].endswith("24 GB: not even batch 1 fits")

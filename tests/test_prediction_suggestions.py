@@ -145,3 +145,51 @@ def test_each_suggestion_listed_narrows_the_answer(tmp_path):
     assert (found.picks["gain_per_s"] > 0).all()
     assert all(b < a for a, b in zip([found.picks.attrs["expected_mape_before"], *after],
                                      after, strict=False))
+
+
+def _figures(line: str) -> tuple[str, str]:
+    """The "before" and "after" of a line: ("±22%", "±2%") or ("±15% (the mean of...)", ...)."""
+    before, after = line.split(" next: ", 1)[1].split(" → ")
+    return before, after.split(",")[0]
+
+
+def test_the_first_figure_is_the_error_the_answer_shows(ip, tmp_path):
+    """The line opens with the ``±`` of the answer (the suggester's own figure for the
+    targets can differ from it), the mean of the rows asked where there are several, labelled
+    so; the run's narrowing is carried onto it: after < before."""
+    from gpuperf_magics.skins.widgets import what_if
+
+    store = _peaks_store(tmp_path / "runs.sqlite", batches=(16, 32, 64))
+    one = ip.run_line_magic("predict_time", f"resnet --store {store} --batch-size 512 "
+                            "--iterations 100 --suggest -q -o")
+    shown = one.table()["expected error"].iloc[0]
+    lines = [a for a in one.advice if a.startswith("profile ")]
+    assert lines
+    for line in lines:
+        before, after = _figures(line)
+        assert before == shown and int(after[1:-1]) < int(before[1:-1])
+    two = ip.run_line_magic("predict_time", f"resnet --store {store} --batch-size 8, 512 "
+                            "--iterations 100 --suggest -q -o")
+    mean = 100 * two.frame["expected_mape"].mean()
+    before, _ = _figures(next(a for a in two.advice if a.startswith("profile ")))
+    assert before == f"±{mean:.0f}% (the mean of the 2 rows asked)"
+    panel = what_if(store, iterations=100, batch_sizes=[512])
+    assert panel.measure_next is not None
+    assert _figures(panel.measure_next)[0] == panel.answer.table()["expected error"].iloc[0]
+
+
+def test_a_candidate_is_left_out_exactly_where_its_answer_says_it_will_not_fit(tmp_path):
+    """One memory rule for the answer and the candidates (memory_columns), also on several
+    GPUs, where a row's batch is each GPU's (weak scaling, as the predictor reads it): on
+    2 T4s batch 256 needs 17 GiB on each, more than a T4 holds, and is not suggested."""
+    store = _peaks_store(tmp_path / "runs.sqlite", gpu_count=2)
+    frame = gm.predict_time(store, batch_sizes=[64, 128, 256, 512], iterations=100).frame
+    assert list(frame["gpu_count"]) == [2] * 4
+    wont = [int(b) for b, ok in zip(frame["batch_size"], frame["fits"], strict=True) if not ok]
+    assert wont == [256, 512]
+    found = next_runs(gm.predict_time(store, batch_sizes=[512], iterations=100),
+                      fit_store(store, "resnet"), k=5)
+    assert found.memory is not None
+    assert found.memory.startswith("not suggested for memory: batch 256, 512 (from about "
+                                   "17.0 GiB")
+    assert set(_batches(found.lines)) <= {64, 128}

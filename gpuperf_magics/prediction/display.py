@@ -20,7 +20,17 @@ from gpuperf_magics.units import format_duration, format_seconds
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["MEASURE_NEXT", "Shown", "as_html", "as_text", "header", "label", "table"]
+__all__ = [
+    "MEASURE_NEXT",
+    "Shown",
+    "as_html",
+    "as_text",
+    "header",
+    "label",
+    "memory_lines",
+    "memory_text",
+    "table",
+]
 
 
 class Shown(Protocol):
@@ -36,11 +46,14 @@ class Shown(Protocol):
 
 
 def table(prediction: Shown) -> pd.DataFrame:
-    """The human table: configuration, total (h:mm:ss), per iteration, interval, kind."""
+    """The human table: configuration, total (h:mm:ss), per iteration, interval, kind, and
+    the "GPU memory" a row needs of what its GPU has (:func:`memory_text`) where some run
+    measured its peak."""
     import pandas as pd
 
     f = prediction.frame
     set_columns = list(f.attrs.get("set_columns", []))
+    memory = "memory_gb" in f.columns and bool(f["memory_gb"].notna().any())
     rows = []
     for _, r in f.iterrows():
         device = r["gpu"] if isinstance(r["gpu"], str) and r["gpu"] else "CPU"
@@ -59,7 +72,68 @@ def table(prediction: Shown) -> pd.DataFrame:
             "kind": kind,
             "expected error": f"±{100 * r['expected_mape']:.0f}%",
         })
+        if memory:
+            rows[-1]["GPU memory"] = memory_text(r)
     return pd.DataFrame(rows)
+
+
+def _gb(value: float) -> str:
+    """GiB as the memory texts say them: "2.5", "41"."""
+    return f"{value:.1f}" if value < 10 else f"{value:.0f}"
+
+
+def _gpu(name: str) -> str:
+    """A GPU as a sentence names it: "the A10G", not "the NVIDIA A10G"."""
+    for maker in ("NVIDIA ", "Tesla "):
+        if name.startswith(maker) and len(name) > len(maker):
+            name = name[len(maker):]
+    return name
+
+
+def memory_text(row: Any) -> str:
+    """A row's "GPU memory" cell: what one GPU needs of what it has ("2.5 of 16 GB"), "won't
+    fit" where it does not; "—" where no run measured the peak (or on the CPU)."""
+    import pandas as pd
+
+    need, size = row.get("memory_gb"), row.get("gpu_memory_gb")
+    if need is None or pd.isna(need):
+        return "—"
+    if size is None or pd.isna(size):
+        return f"{_gb(need)} GB"
+    fits = row.get("fits")
+    return f"{_gb(need)} of {size:g} GB" + (" (won't fit)" if fits is False else "")
+
+
+def memory_lines(frame: pd.DataFrame) -> list[str]:
+    """One plain line per GPU (and GPU count) on which a row's batch would not fit: "batch
+    1024 needs about 41 GB; the A10G has 24 GB: the largest batch that fits is about 512"."""
+    import pandas as pd
+
+    if "fits" not in frame.columns:
+        return []
+    lines = []
+    short = frame[frame["fits"].fillna(True) == False]  # noqa: E712 (nullable booleans)
+    for (gpu, count), rows in short.groupby(["gpu", "gpu_count"], sort=False, dropna=False):
+        rows = rows.drop_duplicates("batch_size").sort_values("batch_size")
+        needs = [f"batch {int(b)} {'needs' if i == 0 else ''} about {_gb(m)} GB".replace(
+                     "  ", " ") for i, (b, m) in enumerate(zip(rows["batch_size"],
+                                                              rows["memory_gb"], strict=True))]
+        if len(needs) > 3:
+            needs = [*needs[:2], f"and {len(needs) - 2} larger batches more"]
+        n = 1 if pd.isna(count) else int(count)
+        size = float(rows["gpu_memory_gb"].iloc[0])
+        where = (f"the {_gpu(str(gpu))} has {size:g} GB" if n <= 1 else
+                 f"each of the {n} {_gpu(str(gpu))}s has {size:g} GB")
+        top = rows["largest_batch"].iloc[0]
+        if pd.isna(top):
+            fit = "no batch size fits"
+        elif int(top) == 0:
+            fit = "not even batch 1 fits"
+        else:
+            fit = f"the largest batch that fits is about {int(top)}"
+        per = " per GPU" if n > 1 else ""
+        lines.append(f"{', '.join(needs)}{per}; {where}: {fit}")
+    return lines
 
 
 #: How a model's detail opens on a row answered by its configuration's own runs, and what the
@@ -131,9 +205,11 @@ MEASURE_NEXT = "measure next"
 
 def as_text(prediction: Shown, extra_notes: Sequence[str] = (),
             measure_next: str | None = None) -> str:
-    """Header, table, the "measure next" line (the panel's, when given), notes (the
+    """Header, table, the lines on batches that would not fit their GPU
+    (:func:`memory_lines`), the "measure next" line (the panel's, when given), notes (the
     prediction's, then ``extra_notes``) and advice as plain text."""
     lines = [header(prediction), table(prediction).to_string(index=False)]
+    lines += memory_lines(prediction.frame)
     if measure_next:
         lines.append(f"{MEASURE_NEXT}: {measure_next}")
     lines += [f"note: {n}" for n in [*prediction.notes, *extra_notes]]
@@ -156,15 +232,17 @@ def html_table(frame: Any) -> str:
 
 def as_html(prediction: Shown, extra_notes: Sequence[str] = (),
             measure_next: str | None = None) -> str:
-    """Header, table, the "measure next" line (when given, under the table's interval),
-    notes (the prediction's, then ``extra_notes``) and advice as one HTML block (every text
-    escaped)."""
+    """Header, table, the lines on batches that would not fit their GPU, the "measure next"
+    line (when given, under the table's interval), notes (the prediction's, then
+    ``extra_notes``) and advice as one HTML block (every text escaped)."""
     foot = "".join(f"<li>note: {html.escape(n)}</li>"
                    for n in [*prediction.notes, *extra_notes])
     foot += "".join(f"<li><b>advice:</b> {html.escape(a)}</li>" for a in prediction.advice)
     return (
         f"<div class='gpuperf-prediction'><p><b>{html.escape(header(prediction))}</b></p>"
         + html_table(table(prediction))
+        + "".join(f"<p class='gpuperf-memory'>{html.escape(line)}</p>"
+                  for line in memory_lines(prediction.frame))
         + (f"<p class='gpuperf-measure-next'><b>{MEASURE_NEXT}:</b> "
            f"{html.escape(measure_next)}</p>" if measure_next else "")
         + (f"<ul>{foot}</ul>" if foot else "")

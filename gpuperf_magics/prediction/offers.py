@@ -54,9 +54,12 @@ class Offers:
         ``offer, provider, region, instance, pricing, gpu, gpus, batch_size, iterations,
         time_s, time_low_s, time_high_s, kind, detail, expected_mape, usd_per_hour,
         price_date, note, memory_gb, gpu_memory_gb, fits, cost_usd, cost_low_usd,
-        cost_high_usd, marks``. ``memory_gb`` is the GPU memory one GPU needs for the batch
+        cost_high_usd, marks``. ``memory_gb`` is the GPU memory each GPU needs for the
+        batch, which an offer of several GPUs holds on each of them as its time is predicted
         (NaN when no run measured its peak), ``gpu_memory_gb`` what the GPU has (the
-        catalog's), ``fits`` True, False or None (unknown).
+        measured device's recorded total, else the catalog's), ``fits`` True, False or None
+        (unknown): :func:`~gpuperf_magics.prediction.memory.memory_columns`, as every
+        prediction row.
     deadline_s : float or None
         The deadline the ``cheapest within deadline`` mark was chosen for.
     notes : list of str
@@ -408,28 +411,20 @@ def _prediction(row: pd.Series) -> dict[str, Any]:
 
 def _memory(frame: pd.DataFrame, runs: pd.DataFrame, batch_size: int,
             notes: list[str]) -> None:
-    """The ``memory_gb``, ``gpu_memory_gb`` and ``fits`` columns, in place, and a note."""
+    """The ``memory_gb``, ``gpu_memory_gb`` and ``fits`` columns, in place, and a note: the
+    figures every prediction row carries (:func:`~.memory.memory_columns`), so that the
+    offers table and the answer beside it agree. An offer of several GPUs holds the batch on
+    each of them, as its time is predicted (weak scaling: per-GPU batch held)."""
     import pandas as pd
 
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-    from gpuperf_magics.prediction.memory import HEADROOM, fits, peak_memory
+    from gpuperf_magics.prediction.memory import HEADROOM, memory_columns, peak_memory
 
     model = peak_memory(runs)
-    needed, capacity, verdicts = [], [], []
-    for gpu, count in zip(frame["gpu"], frame["gpus"], strict=True):
-        size = math.nan
-        if gpu:
-            try:
-                size = float(lookup(gpu)["gpu_memory_gb"])
-            except (UnknownGPUError, TypeError, ValueError):
-                size = math.nan
-        need = model.needed_gb(batch_size, int(count)) if model is not None and gpu \
-            else math.nan
-        needed.append(need)
-        capacity.append(size)
-        verdicts.append(fits(need, size))
-    frame["memory_gb"] = needed
-    frame["gpu_memory_gb"] = capacity
+    sized = memory_columns(pd.DataFrame({"gpu": frame["gpu"], "gpu_count": frame["gpus"],
+                                         "batch_size": batch_size}, index=frame.index), runs)
+    verdicts = [None if pd.isna(ok) else bool(ok) for ok in sized["fits"]]
+    frame["memory_gb"] = sized["memory_gb"]
+    frame["gpu_memory_gb"] = sized["gpu_memory_gb"]
     frame["fits"] = pd.Series(verdicts, index=frame.index, dtype=object)
     if model is None:
         return

@@ -5,7 +5,8 @@ completed runs (cached per store and refitted only when the store changed), buil
 configurations of a :class:`~.job.Job` (batch sizes × GPUs, with iterations from
 ``iterations``, ``epochs`` × samples, or what the runs recorded) and returns a
 :class:`~.record.Prediction`: a table of total time, time per iteration, interval, kind of
-prediction and its measured error.
+prediction and its measured error, and the GPU memory each configuration needs
+(:func:`~.memory.memory_columns`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpuperf_magics.prediction.job import Job, spell
+from gpuperf_magics.prediction.memory import memory_columns
 from gpuperf_magics.prediction.record import Prediction
 from gpuperf_magics.prediction.store_model import (
     BASE_FEATURES,
@@ -179,7 +181,8 @@ def predict_time(store: Any = None, job: Job | str | None = None, *,
     configs = _configurations(runs, devices, batch_sizes, job, features, notes)
     if also:
         configs = _also(configs, runs, also, job, features, notes)
-    frame = _ask(fitted, runs, configs, measured_gpu, job.interval_coverage)
+    frame = memory_columns(_ask(fitted, runs, configs, measured_gpu, job.interval_coverage),
+                           runs)
     for note in monotone_in_batch(frame, ["gpu", "gpu_count", *features]):
         _note(notes, note)
     frame.attrs["set_columns"] = sorted(job.settings)

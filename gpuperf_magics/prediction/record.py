@@ -29,7 +29,9 @@ class Prediction:
     frame : DataFrame
         One row per configuration: ``batch_size``, ``gpu``, ``gpu_count``, ``iterations``,
         ``time_s``, ``time_low_s``, ``time_high_s``, ``per_iteration_s``, ``kind``, ``detail``,
-        ``expected_mape``, plus any ``settings`` features.
+        ``expected_mape``, plus any ``settings`` features, and the GPU memory of each
+        configuration: ``memory_gb``, ``gpu_memory_gb``, ``fits``, ``largest_batch``
+        (:func:`~gpuperf_magics.prediction.memory.memory_columns`).
     cv_mape : float
         The model's cross-validated MAPE on the measured runs (fraction); NaN where too few
         runs could be validated.

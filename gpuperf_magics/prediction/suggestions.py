@@ -12,14 +12,23 @@ largest one measured or asked about, not yet measured (:func:`candidate_batches`
 runs vary in a depth (a ``depth`` feature, or ``arch_depth`` when it is the only architecture
 figure learnt), the powers of two between the measured and the asked depths too, at the latest
 run's batch size. Where the runs recorded their peak GPU memory, a candidate whose predicted
-peak (:mod:`~.memory`, fitted to the runs at the latest run's depth; a depth scales it in
-proportion, as weights and activations grow) would not fit the device (its recorded total
-memory, else the catalog's, less :data:`~.memory.HEADROOM`) is left out, and the output says
-which were (:func:`memory_cap`): a suggestion to profile a batch that runs out of memory would
-cost a failed run and teach nothing.
+peak (:func:`~.memory.memory_columns`, the rule every prediction row's ``memory_gb`` follows:
+fitted to the runs at the latest run's depth; a depth scales it in proportion, as weights and
+activations grow) would not fit the device (its recorded total memory, else the catalog's,
+less :data:`~.memory.HEADROOM`) is left out, and the output says which were
+(:func:`memory_cap`): a suggestion to profile a batch that runs out of memory would cost a
+failed run and teach nothing.
 
 The model is the one :func:`~.store_model.fit_store` cached: asking for suggestions never
 refits it and never predicts the job again (the panel's one prediction per change).
+
+A line's first figure is the ``±`` the answer shows (its rows' ``expected_mape``; the mean of
+the rows asked where there are several, and the line says so): the suggester's own figure for
+the targets now (its routes over the measured points) can differ from it, and a line that
+read "±30% → ±3%" under an answer of ±22% left the user two errors for one question. The
+figure after a run is the suggester's narrowing carried onto that ``±``: its ratio
+after / before (the gain it ranks by, :mod:`gpuperf_magics.model.suggest`) times the shown
+``±``, so that a run that narrows the answer always reads lower than the answer.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ __all__ = [
     "device_memory_gb",
     "memory_cap",
     "next_runs",
+    "shown_error",
     "suggestion_line",
     "with_suggestions",
 ]
@@ -66,13 +76,20 @@ class NextRuns:
     picks : DataFrame or None
         The rows :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest` returned, up to
         the first that would not narrow the answer (None where it was not asked: no
-        candidate).
+        candidate); their ``expected_mape_after`` is the suggester's own figure.
+    before : float
+        The lines' first figure: the answer's shown expected error (the mean over ``rows``);
+        NaN where there was no target.
+    rows : int
+        Rows of the answer that ``before`` is the mean of.
     """
 
     lines: list[str] = field(default_factory=list)
     memory: str | None = None
     candidates: int = 0
     picks: pd.DataFrame | None = None
+    before: float = math.nan
+    rows: int = 0
 
     @property
     def notes(self) -> list[str]:
@@ -100,13 +117,26 @@ def _about(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
-def suggestion_line(what: str, before: float, after: float, cost_s: float) -> str:
+def suggestion_line(what: str, before: float, after: float, cost_s: float,
+                    rows: int = 1) -> str:
     """"profile batch 256 next: ±31% → ±9%, about 12 s": the candidate (``"batch 256"``,
-    ``"depth 64"``), the targets' expected error now and once it is measured (fractions),
-    and the predicted seconds of its ``--stop-after auto`` run. The one wording of magic,
-    command and panel."""
-    return (f"profile {what} next: ±{100 * before:.0f}% → ±{100 * after:.0f}%, about "
+    ``"depth 64"``), the targets' expected error now (the ``±`` the answer shows; with
+    ``rows`` > 1 the mean of that many rows, labelled "(the mean of the 3 rows asked)") and
+    once it is measured (fractions), and the predicted seconds of its ``--stop-after auto``
+    run. The one wording of magic, command and panel."""
+    mean = f" (the mean of the {rows} rows asked)" if rows > 1 else ""
+    return (f"profile {what} next: ±{100 * before:.0f}%{mean} → ±{100 * after:.0f}%, about "
             f"{_about(cost_s)}")
+
+
+def shown_error(asked: pd.DataFrame) -> float:
+    """The expected error the answer shows for the rows ``asked`` (their ``±``, the mean
+    where there are several), as the table rounds each row: NaN where none has one."""
+    import numpy as np
+
+    shown = asked["expected_mape"].to_numpy(dtype=float, na_value=np.nan)
+    shown = shown[np.isfinite(shown)]
+    return float(np.mean(shown)) if len(shown) else math.nan
 
 
 def candidate_batches(measured: set[int], asked: list[int]) -> list[int]:
@@ -120,22 +150,11 @@ def candidate_batches(measured: set[int], asked: list[int]) -> list[int]:
 
 def device_memory_gb(runs: pd.DataFrame, gpu: str | None) -> float | None:
     """GiB the measured device has: the latest run's recorded total memory, else the
-    catalog's figure for ``gpu``; None for the CPU or a GPU nobody knows the size of."""
-    import pandas as pd
+    catalog's figure for ``gpu``; None for the CPU or a GPU nobody knows the size of (the
+    figure every prediction row carries, :func:`~.memory.gpu_memory_gb`)."""
+    from gpuperf_magics.prediction.memory import gpu_memory_gb
 
-    from gpuperf_magics.hardware.catalog import UnknownGPUError, lookup
-
-    if gpu is None:
-        return None
-    if "gpu_memory_gb" in runs:
-        recorded = pd.to_numeric(runs["gpu_memory_gb"], errors="coerce").dropna()
-        if len(recorded) and math.isfinite(recorded.iloc[-1]) and recorded.iloc[-1] > 0:
-            return float(recorded.iloc[-1])
-    try:
-        size = float(lookup(gpu)["gpu_memory_gb"])
-    except (UnknownGPUError, KeyError, TypeError, ValueError):
-        return None
-    return size if math.isfinite(size) and size > 0 else None
+    return gpu_memory_gb(gpu, runs)
 
 
 def memory_cap(needs: dict[str, float], capacity: float | None,
@@ -182,7 +201,7 @@ def _candidates(fit: StoreFit, asked: pd.DataFrame, on_device: pd.DataFrame,
     those left out for memory."""
     import pandas as pd
 
-    from gpuperf_magics.prediction.memory import peak_memory
+    from gpuperf_magics.prediction.memory import memory_columns
 
     latest = fit.runs.iloc[-1]
     one = {c: latest.get(c) for c in fit.model.features}
@@ -195,15 +214,12 @@ def _candidates(fit: StoreFit, asked: pd.DataFrame, on_device: pd.DataFrame,
         depths = candidate_batches({int(d) for d in on_device[depth]},
                                    [int(d) for d in asked[depth].dropna()])
         rows.update({f"depth {d}": {**one, depth: float(d)} for d in depths})
-    count = int(latest["gpu_count"]) if gpu is not None and pd.notna(latest["gpu_count"]) \
-        else 1
-    model = peak_memory(here)
-    needs = {}
-    for label, row in rows.items():
-        # Weights and activations both grow about in proportion to the depth.
-        scale = 1.0 if depth is None else float(row[depth]) / float(latest[depth])
-        needs[label] = math.nan if model is None else \
-            model.needed_gb(int(row["batch_size"]), max(1, count)) * scale
+    if not rows:
+        return pd.DataFrame(), [], None
+    # The GPU memory each candidate needs, by the rule every prediction row shows
+    # (memory_columns: fitted at the latest run's depth, another depth in proportion).
+    sized = memory_columns(pd.DataFrame(list(rows.values())), on_device)
+    needs = dict(zip(rows, sized["memory_gb"].to_numpy(dtype=float), strict=True))
     dropped, note = memory_cap(needs, device_memory_gb(on_device, gpu), gpu)
     kept = [label for label in rows if label not in dropped]
     return pd.DataFrame([rows[label] for label in kept]), kept, note
@@ -256,15 +272,21 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
         extra["iterations"] = 1
     picks = fitted.model.suggest(targets.assign(**extra), candidates.assign(**extra), k=k,
                                  device=gpu or "CPU")
-    before = picks.attrs["expected_mape_before"]
+    # The line opens with the answer's own ±, and carries the suggester's narrowing onto it
+    # (the module docstring says why).
+    own = picks.attrs["expected_mape_before"]
+    before = shown_error(asked)
+    if not math.isfinite(before):
+        before = own
+    ratio = before / own if own > 0 and math.isfinite(own) else 1.0
     # The greedy list goes on past the last pick that narrows the answer: a run that would
     # widen or keep it is no suggestion (nor are the picks that assumed it measured).
     gains = picks["gain_per_s"].to_numpy(dtype=float)
     picks = picks.iloc[:next((i for i, g in enumerate(gains) if not g > 0), len(gains))]
     lines = [suggestion_line(labels[candidates.index.get_loc(i)], before,
-                             row.expected_mape_after, row.cost_s)
+                             row.expected_mape_after * ratio, row.cost_s, len(asked))
              for i, row in zip(picks.index, picks.itertuples(), strict=True)]
-    return NextRuns(lines, memory, len(candidates), picks)
+    return NextRuns(lines, memory, len(candidates), picks, before, len(asked))
 
 
 def with_suggestions(prediction: Prediction, store: Any,

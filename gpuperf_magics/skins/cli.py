@@ -85,21 +85,11 @@ def _say(text: object = "", *, file: Any = None) -> None:
 
 
 def write_csv(frame: Any, stream: Any = None) -> None:
-    """Write ``frame`` as CSV, every text cell and header that a spreadsheet would run as a
-    formula (``=``, ``+``, ``-``, ``@``...) made inert as :meth:`Store.export` does it (the
-    store's :func:`~gpuperf_magics.store.files.escape_formula`): one escaping rule for every
-    CSV the package writes, so that an imported network named ``=HYPERLINK(...)`` is text in
-    the spreadsheet ``gpuperf runs --csv`` fills."""
-    import pandas as pd
+    """``frame`` as CSV, formula-escaped (:func:`gpuperf_magics.store.files.write_csv`,
+    imported only when a command writes CSV: pandas stays out of ``gpuperf --help``)."""
+    from gpuperf_magics.store.files import write_csv as write
 
-    from gpuperf_magics.store.files import escape_formula
-
-    out = frame.rename(columns=lambda name: escape_formula(str(name)))
-    for name in out.columns:
-        column = out[name]
-        if column.dtype == object or pd.api.types.is_string_dtype(column):
-            out[name] = column.map(escape_formula)
-    out.to_csv(stream or sys.stdout, index=False)
+    write(frame, stream)
 
 
 def _parser() -> argparse.ArgumentParser:

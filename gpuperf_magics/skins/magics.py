@@ -309,6 +309,9 @@ class GpuPerf(Magics):
     @argument("--deadline", metavar="H:MM", help="With -w: the time the job may take, in "
               "hours (2.5) or H:MM (2:30); the offers table marks the cheapest offer that "
               "meets it.")
+    @argument("--csv", action="store_true", help="Print the full table as CSV instead "
+              "(every column, the GPU memory of each row among them; as gpuperf predict "
+              "--csv).")
     @argument("-q", "--quiet", action="store_true", help="Display nothing.")
     @argument("-o", "--output", action="store_true", help="Return the Prediction object.")
     @argument("-v", "--variable", metavar="VAR", help="Store the Prediction in variable VAR.")
@@ -335,6 +338,9 @@ class GpuPerf(Magics):
         if args.suggest and args.widget:
             raise UsageError("--suggest and -w do not go together: the panel shows its own "
                              "'measure next' line; --suggest lists under the table of "
+                             "%predict_time without -w")
+        if args.csv and args.widget:
+            raise UsageError("--csv and -w do not go together: --csv prints the table of "
                              "%predict_time without -w")
         if args.deadline is not None and not args.widget:
             raise UsageError("--deadline goes with -w (the panel's offers table)")
@@ -365,7 +371,11 @@ class GpuPerf(Magics):
             if isinstance(exc, PriceError):
                 raise UsageError(str(exc)) from None
             raise
-        if not args.quiet:
+        if args.csv and not args.quiet:
+            from gpuperf_magics.store.files import write_csv
+
+            write_csv(result.frame)  # type: ignore[union-attr]
+        elif not args.quiet:
             from IPython.display import display
 
             display(result)

@@ -255,6 +255,22 @@ def _portable(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def write_csv(frame: pd.DataFrame, stream: Any = None) -> None:
+    """Write ``frame`` as CSV to ``stream`` (default: standard output), every text cell and
+    header that a spreadsheet would run as a formula (``=``, ``+``, ``-``, ``@``...) made
+    inert as :func:`write_table` does it: one escaping rule for every CSV the package writes,
+    so that an imported network named ``=HYPERLINK(...)`` is text in the spreadsheet that
+    ``gpuperf runs --csv`` or ``%predict_time --csv`` fills."""
+    import sys
+
+    out = frame.rename(columns=lambda name: escape_formula(str(name)))
+    for name in out.columns:
+        column = out[name]
+        if column.dtype == object or pd.api.types.is_string_dtype(column):
+            out[name] = column.map(escape_formula)
+    out.to_csv(stream or sys.stdout, index=False)
+
+
 def write_table(frame: pd.DataFrame, path: Path) -> Path:
     """Write a frame as CSV or Parquet by the suffix of ``path``; returns ``path``.
 
