@@ -300,7 +300,7 @@ def _one_digit_off(word: str, token: str) -> bool:
     a, b = re.fullmatch(r"([a-z]+)(\d+)", word), re.fullmatch(r"([a-z]+)(\d+)", token)
     if a is None or b is None or a[1] != b[1] or len(a[2]) != len(b[2]):
         return False
-    return sum(x != y for x, y in zip(a[2], b[2])) == 1
+    return sum(x != y for x, y in zip(a[2], b[2], strict=True)) == 1
 
 
 def _respellings(text: str) -> list[str]:
