@@ -115,11 +115,11 @@ def memory_lines(frame: pd.DataFrame) -> list[str]:
     short = frame[frame["fits"].fillna(True) == False]  # noqa: E712 (nullable booleans)
     for (gpu, count), rows in short.groupby(["gpu", "gpu_count"], sort=False, dropna=False):
         rows = rows.drop_duplicates("batch_size").sort_values("batch_size")
-        needs = [f"batch {int(b)} {'needs' if i == 0 else ''} about {_gb(m)} GB".replace(
-                     "  ", " ") for i, (b, m) in enumerate(zip(rows["batch_size"],
-                                                              rows["memory_gb"], strict=True))]
+        needs = [f"batch {int(b)}{' needs' if i == 0 else ''} about {_gb(m)} GB"
+                 for i, (b, m) in enumerate(zip(rows["batch_size"], rows["memory_gb"],
+                                                strict=True))]
         if len(needs) > 3:
-            needs = [*needs[:2], f"and {len(needs) - 2} larger batches more"]
+            needs = [*needs[:2], f"and {len(needs) - 2} larger batches"]
         n = 1 if pd.isna(count) else int(count)
         size = float(rows["gpu_memory_gb"].iloc[0])
         where = (f"the {_gpu(str(gpu))} has {size:g} GB" if n <= 1 else
