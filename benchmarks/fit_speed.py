@@ -20,6 +20,12 @@ a batch-size grid (a public CNN set: 15 networks × 4 GPUs, 1,304 configurations
 Targets: 1,000 configurations in at most 2 s, 10,000 in at most 15 s. ``--shape --before DIR``
 times another checkout (``git archive main | tar -x -C DIR``) alternately with this one, in one
 run (``--repeats`` fits each), so that the ratio is measured under one load.
+
+Anchor: ``--anchor`` fits the anchored model of one network (``model.anchored``) on 2,000,
+5,000 and 14,000 configurations of batch × image size × channels × GPU, one row each, in a
+fresh child process per size: seconds and the peak memory the fit added. Its kernel's
+leave-one-out once took an n × n matrix per bandwidth; ``--anchor --before DIR`` times the
+other checkout's code (imported from DIR) alternately with this one.
 """
 
 from __future__ import annotations
@@ -34,7 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# FIT_SPEED_ROOT: the checkout whose package a child process imports (``--before``).
+sys.path.insert(0, os.environ.get("FIT_SPEED_ROOT") or str(Path(__file__).resolve().parents[1]))
 
 from gpuperf_magics.model import TrainingTimeModel
 from gpuperf_magics.model.features import augment
@@ -205,6 +212,55 @@ def _scale_child(n: int) -> None:
     print(f"{n},{took:.2f},{(peak - before) / 1024:.0f},{len(model.local_['resnet'].index.t)}")
 
 
+def _one_network(configs: int, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """``configs`` distinct configurations of one network (batch × image × channels × GPU),
+    one row of 100 iterations each, 3% noise around a known cost."""
+    rng = np.random.default_rng(seed)
+    grid = np.array(np.meshgrid(2 ** np.arange(2, 11), np.arange(32, 2048, 8), [1, 3, 8],
+                                [8.1, 15.7, 19.5, 65.0])).reshape(4, -1).T
+    pick = grid[np.sort(rng.permutation(len(grid))[:configs])]
+    x = pd.DataFrame(pick, columns=["batch_size", "image_size", "channels", "gpu_fp32_tflops"])
+    x["gpu_bandwidth_gbs"] = 40 * x["gpu_fp32_tflops"]
+    work = x["batch_size"] * (x["image_size"] / 224) ** 2 * x["channels"]
+    per_it = 0.005 + 2e-6 * work / x["gpu_fp32_tflops"]
+    y = 100 * per_it * (1 + 0.03 * rng.standard_normal(len(x)))
+    return x, np.full(len(x), 100.0), y.to_numpy()
+
+
+def _anchor_child(configs: int) -> None:
+    import resource
+
+    from gpuperf_magics.model.anchored import AnchoredNetworkModel
+
+    x, its, y = _one_network(configs)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    model = AnchoredNetworkModel(hw_cols=("gpu_fp32_tflops", "gpu_bandwidth_gbs"))
+    model.fit(x, its, y)
+    took = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{configs},{took:.2f},{(peak - before) / 1024:.0f},{model.bandwidth},"
+          f"{model.anchor_mape:.6f}")
+
+
+def anchor(before: str | None = None) -> None:
+    """The anchor table; with ``before``, that checkout's package alternately."""
+    roots = {"after": str(Path(__file__).resolve().parents[1])}
+    if before is not None:
+        roots = {"before": str(Path(before).resolve()), **roots}
+    print("| configurations | code | fit seconds | memory added (MB) | bandwidth | "
+          "leave-out MAPE |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+    for n in (2_000, 5_000, 14_000):
+        for name, root in roots.items():
+            out = subprocess.run([sys.executable, __file__, "--anchor-child", str(n)],
+                                 capture_output=True, text=True, check=True,
+                                 env={**os.environ, "FIT_SPEED_ROOT": root}).stdout.strip()
+            _, took, mem, bandwidth, mape = out.splitlines()[-1].split(",")
+            print(f"| {n:,} | {name} | {float(took):.2f} | {mem} | {bandwidth} | "
+                  f"{100 * float(mape):.4f}% |")
+
+
 def scale() -> None:
     print("| rows | configurations | fit seconds | memory added (MB) |")
     print("| ---: | ---: | ---: | ---: |")
@@ -220,19 +276,28 @@ def main() -> None:
     parser.add_argument("--scale", action="store_true", help="only the scale table")
     parser.add_argument("--shape", action="store_true",
                         help="only the fit time on tables of a public CNN set's shape")
+    parser.add_argument("--anchor", action="store_true",
+                        help="only the anchored model of one network of many configurations")
     parser.add_argument("--before", metavar="DIR",
-                        help="with --shape: time another checkout (e.g. a git archive of main) "
+                        help="with --shape or --anchor: time another checkout (e.g. a git archive of main) "
                              "alternately with this one, in one run")
     parser.add_argument("--repeats", type=int, default=3,
                         help="with --before: fits per size and checkout (10,000: one)")
     parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--shape-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--anchor-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scale_child:
         _scale_child(args.scale_child)
         return
     if args.shape_child:
         _shape_child(args.shape_child)
+        return
+    if args.anchor_child:
+        _anchor_child(args.anchor_child)
+        return
+    if args.anchor:
+        anchor(args.before)
         return
     if args.scale or args.shape:
         scale() if args.scale else shape(args.before, args.repeats)

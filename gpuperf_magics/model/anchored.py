@@ -36,6 +36,14 @@ from gpuperf_magics.model.transfer import hardware_factor
 
 #: Kernel bandwidths tried for the anchor, in standard deviations of the log features.
 BANDWIDTHS = (0.05, 0.1, 0.2, 0.4, 0.8)
+#: Configurations of one network up to which the anchor's kernel sums over all of them; above,
+#: over each query's :data:`NEIGHBOURS` nearest. A Gaussian weight at the widest bandwidth
+#: falls by e^-8 at 3.2 standard deviations, and a network with thousands of configurations
+#: in a few coordinates has, about every query, far more than 256 of them nearer than that.
+DENSE_CONFIGS = 2_000
+NEIGHBOURS = 256
+#: Queries per block of kernel sums: memory holds a block × configurations (or neighbours).
+_BLOCK = 1_024
 
 
 def config_groups(values: np.ndarray) -> np.ndarray:
@@ -307,38 +315,81 @@ class AnchoredNetworkModel:
         scale = logged.std(axis=0)
         scale[scale == 0] = np.inf  # a constant coordinate carries no distance
         self._scale = scale
-        self._train_coords = (logged - self._center) / self._scale
         base = self.backbone(features, iterations)
-        self._resid = np.log(y / base)
+        resid = np.log(y / base)
+        # The kernel runs over configurations, not rows: the rows of one configuration share
+        # its coordinates, so a configuration's sum of residuals and its row count give the
+        # rows' kernel sums exactly, and per-step traces of 100,000 rows cost what their
+        # configurations cost.
+        first = np.unique(groups, return_index=True)[1]
+        coords = (logged[first] - self._center) / self._scale
+        self._train_coords = np.where(np.isfinite(coords), coords, 0.0)
+        self._resid_sum = np.bincount(groups, weights=resid)
+        self._counts = np.bincount(groups).astype(float)
+        self._tree = None  # a KD-tree where the kernel takes each query's nearest only
+        if len(first) > DENSE_CONFIGS:
+            from scipy.spatial import cKDTree
+
+            self._tree = cKDTree(self._train_coords)
         self.bandwidth = 0.0
-        self.loo_logres = self._resid.copy()
+        self.loo_logres = resid.copy()
         self.anchor_mape = float(np.mean(np.abs(base - y) / y))
         if not self.anchor or self.n_configs < 2:
             return
-        neg = -_sqdist(self._train_coords, self._train_coords)
-        # 0 where both rows are one configuration (leave it out), else 1: a kernel weight is
-        # finite and >= 0, so multiplying by it sets exactly what k[same] = 0 would.
-        other = (groups[:, None] != groups[None, :]).astype(float)
-        best = np.mean(np.abs(base - y) / y)
-        k = np.empty_like(neg)  # one buffer for every bandwidth's weights (n x n)
-        for h in BANDWIDTHS:
-            np.divide(neg, 2 * h * h, out=k)
-            np.exp(k, out=k)
-            k *= other
-            corr = (k @ self._resid) / (k.sum(axis=1) + 1e-3)
+        # Leave-one-configuration-out corrections of each configuration, every bandwidth.
+        num, den = self._kernel_sums(self._train_coords, BANDWIDTHS, leave_out=True)
+        best = self.anchor_mape
+        for j, h in enumerate(BANDWIDTHS):
+            corr = (num[:, j] / (den[:, j] + 1e-3))[groups]
             err = np.mean(np.abs(base * np.exp(corr) - y) / y)
             if err < best - 1e-4:
                 best, self.bandwidth = err, h
                 self.loo_logres = np.log(y / (base * np.exp(corr)))
         self.anchor_mape = best
 
+    def _kernel_sums(
+        self, coords: np.ndarray, bandwidths: tuple[float, ...], leave_out: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per query (rows of ``coords``) and bandwidth: the Gaussian kernel's weighted sums of
+        the configurations' residuals and of their row counts, over every configuration
+        where the fit saw at most :data:`DENSE_CONFIGS`, else over each query's
+        :data:`NEIGHBOURS` nearest (a KD-tree), so that time and memory grow with the
+        configurations, not their square. ``leave_out``: the queries are the configurations
+        themselves, each left out of its own sums."""
+        num = np.zeros((len(coords), len(bandwidths)))
+        den = np.zeros_like(num)
+        tree, n_train = self._tree, len(self._train_coords)
+        for lo in range(0, len(coords), _BLOCK):
+            q = coords[lo:lo + _BLOCK]
+            q = np.where(np.isfinite(q), q, 0.0)
+            own = np.arange(lo, lo + len(q))
+            if tree is None:
+                d2 = _sqdist(q, self._train_coords)
+                if leave_out:
+                    d2[np.arange(len(q)), own] = np.inf
+                for j, h in enumerate(bandwidths):
+                    w = np.exp(-d2 / (2 * h * h))
+                    num[lo:lo + len(q), j] = w @ self._resid_sum
+                    den[lo:lo + len(q), j] = w @ self._counts
+                continue
+            dist, idx = tree.query(q, k=min(NEIGHBOURS + int(leave_out), n_train))
+            d2 = np.reshape(dist, (len(q), -1)) ** 2
+            idx = np.reshape(idx, (len(q), -1))
+            if leave_out:
+                d2[idx == own[:, None]] = np.inf
+            for j, h in enumerate(bandwidths):
+                w = np.exp(-d2 / (2 * h * h))
+                num[lo:lo + len(q), j] = (w * self._resid_sum[idx]).sum(axis=1)
+                den[lo:lo + len(q), j] = (w * self._counts[idx]).sum(axis=1)
+        return num, den
+
     def correction(self, features: pd.DataFrame | Table, iterations: np.ndarray) -> np.ndarray:
         """Log-correction of the backbone at each query (0 where the anchor is off)."""
         if self.bandwidth == 0.0:
             return np.zeros(len(features))
-        d2 = _sqdist(self._coords(Table.of(features), iterations), self._train_coords)
-        k = np.exp(-d2 / (2 * self.bandwidth**2))
-        return (k @ self._resid) / (k.sum(axis=1) + 1e-3)
+        coords = self._coords(Table.of(features), iterations)
+        num, den = self._kernel_sums(coords, (self.bandwidth,))
+        return num[:, 0] / (den[:, 0] + 1e-3)
 
     def predict(self, features: pd.DataFrame | Table, iterations: np.ndarray) -> np.ndarray:
         features = Table.of(features)
