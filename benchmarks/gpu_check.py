@@ -185,9 +185,9 @@ def check_hardware(run, device: str) -> None:
     check(raw.get("gpu_sm_count") == props.multi_processor_count, "SM count = torch's",
           f"{raw.get('gpu_sm_count')} vs {props.multi_processor_count}")
     mem = raw.get("gpu_memory_gb") or 0.0
-    torch_mem = props.total_memory / 1e9
+    torch_mem = props.total_memory / 2**30  # the package's GB are GiB, as spec sheets mean
     check(abs(mem - torch_mem) / torch_mem < 0.05, "memory agrees with torch (5 %)",
-          f"{mem:.1f} GB vs {torch_mem:.1f} GB")
+          f"{mem:.1f} GiB vs {torch_mem:.1f} GiB")
     check(run.gpu == hw.gpu.name and run.gpu_count == 1 and run.device == "cuda:0",
           "run device fields", f"{run.gpu} × {run.gpu_count} on {run.device}")
 
@@ -373,6 +373,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cpu", action="store_true",
                         help="run the same plumbing on the CPU (no CUDA checks)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="write every store (SQLite) into DIR and keep it, so the runs "
+                        "measured on this machine can be read afterwards")
     args = parser.parse_args()
     preflight()
     import torch
@@ -388,7 +391,9 @@ def main() -> int:
     name = "CPU" if args.cpu else torch.cuda.get_device_name(0)
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {name}, {gpus} GPU(s), "
           f"gpuperf_magics {gm.__version__}", flush=True)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
         store = Path(tmp) / "gpu.sqlite"
         run = check_timing(store, device)
         check_hardware(run, device)
@@ -400,7 +405,7 @@ def main() -> int:
         check_peak_memory(store, device)
         from cpu_to_gpu_zoo import check_cpu_to_gpu  # beside this script
 
-        check_cpu_to_gpu(check, device, args.cpu)
+        check_cpu_to_gpu(check, device, args.cpu, keep=args.keep)
         if gpus > 1:
             check_data_parallel(store)
             check_ddp(Path(tmp) / "nccl.sqlite", "nccl",
