@@ -132,7 +132,8 @@ COLUMNS: tuple[Column, ...] = (
         "arch_layers_pool:int arch_layers_dropout:int arch_layers_other:int "
         "arch_layers_total:int arch_module_depth:int arch_depth:int arch_flops_fwd:float "
         "arch_flops_fwd_bwd:float arch_flops_method:str arch_input_shape:str arch_dtype:str "
-        "arch_amp:bool arch_channels_last:bool arch_compiled:bool arch_class:str",
+        "arch_amp:bool arch_channels_last:bool arch_compiled:bool arch_class:str "
+        "arch_kernels:int arch_param_tensors:int",
         # arch_amp says which peak applies (model.inputs.precision_of), not a term of its own.
         feature="arch_params arch_trainable_params arch_layers_conv arch_layers_linear "
                 "arch_layers_norm arch_layers_attention arch_layers_recurrent "

@@ -33,6 +33,8 @@ SPEC_KEYS = [
     "arch_channels_last",
     "arch_compiled",
     "arch_class",
+    "arch_kernels",
+    "arch_param_tensors",
 ]
 
 

@@ -14,7 +14,8 @@ from gpuperf_magics.columns import COLUMNS, KINDS, Column, group_of, names
 
 # The registry as store/columns.py declared it before it moved here (name:kind, frame order),
 # plus peak_memory_gb, the base column the peak-memory work adds, stopped_by (why --stop-after
-# ended the loop), and gpu_bf16_tflops, the catalog's BF16 tensor peak.
+# ended the loop), gpu_bf16_tflops, the catalog's BF16 tensor peak, and arch_kernels and
+# arch_param_tensors (what an iteration launches, counted in the FLOPs trace).
 SNAPSHOT = """
 run_id:int network:str batch_size:int iterations:int time_s:float status:str gpu:str
 gpu_count:int source:str created_at:str device:str it_median_s:float it_p90_s:float
@@ -35,7 +36,8 @@ arch_layers_embedding:int arch_layers_activation:int arch_layers_pool:int
 arch_layers_dropout:int arch_layers_other:int arch_layers_total:int arch_module_depth:int
 arch_depth:int arch_flops_fwd:float arch_flops_fwd_bwd:float arch_flops_method:str
 arch_input_shape:str arch_dtype:str arch_amp:bool arch_channels_last:bool arch_compiled:bool
-arch_class:str arch_tf32_matmul:bool arch_tf32_conv:bool
+arch_class:str arch_kernels:int arch_param_tensors:int arch_tf32_matmul:bool
+arch_tf32_conv:bool
 optimizer:str lr:float micro_batches:int micro_batch_size:int epochs:float
 total_iterations:int dataset_size:int skipped_steps:int lr_last:float
 other_optimizer_steps:str epochs_seen:int iterations_per_epoch:int loader_batch_size:int
@@ -47,7 +49,7 @@ rank_median_min_s:float rank_median_max_s:float rank_spread:float dist_backend:s
 raised_steps:int
 tags:dict
 """
-GROUP_SIZES = {"base": 24, "hardware": 36, "arch": 26, "hyper": 15, "quality": 20, "tags": 1}
+GROUP_SIZES = {"base": 24, "hardware": 36, "arch": 28, "hyper": 15, "quality": 20, "tags": 1}
 
 
 def _kind_of(annotation: object) -> str:

@@ -46,6 +46,12 @@ class Architecture:
         parameters. ``flops_fwd_bwd`` is ``None`` when nothing can be differentiated.
     flops_method : str or None
         ``"meta"``, ``"fake"`` or ``"real"``: how the FLOPs were counted.
+    kernels : int or None
+        GPU kernels one forward and backward pass launches, counted in the same trace
+        (:mod:`.kernels`; the loss and the optimizer step not included): what the host issues
+        one by one in eager mode, the time a fast GPU cannot remove.
+    param_tensors : int or None
+        Trainable parameter tensors (the lists a ``foreach`` optimizer step works on).
     input_shape : str or None
         Shape of the first input tensor without its batch dimension, e.g. ``"3x32x32"``
         (``"scalar"`` for a 1-D input).
@@ -85,6 +91,8 @@ class Architecture:
     flops_fwd: float | None = None
     flops_fwd_bwd: float | None = None
     flops_method: str | None = None
+    kernels: int | None = None
+    param_tensors: int | None = None
     input_shape: str | None = None
     dtype: str | None = None
     amp: bool | None = None

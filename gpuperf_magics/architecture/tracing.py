@@ -20,6 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gpuperf_magics.architecture.depth import _weighted_depth
 from gpuperf_magics.architecture.figures import _tensor_leaves
+from gpuperf_magics.architecture.kernels import KernelCounter, iteration_kernels
 from gpuperf_magics.architecture.result import _error_line
 
 _log = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ class _Trace:
     flops_fwd_bwd: int | None
     depth: int | None
     rows: int | None  # batch rows the trace ran on (None: the batch was not sliced)
+    kernels: int | None = None  # GPU kernels of the forward and backward (.kernels)
+    param_tensors: int | None = None  # trainable parameter tensors (the optimizer's lists)
 
 
 def _count_flops(
@@ -56,6 +59,8 @@ def _count_flops(
             continue
         figures["flops_method"] = method
         figures["depth"] = trace.depth
+        figures["kernels"] = trace.kernels
+        figures["param_tensors"] = trace.param_tensors
         rows = trace.rows if trace.rows is not None else batch_size
         if rows:
             figures["flops_fwd"] = trace.flops_fwd / rows
@@ -276,9 +281,12 @@ def _run(
 ) -> _Trace:
     params = dict(model.named_parameters())
     trainable = [state[name] for name, p in params.items() if p.requires_grad]
-    with FlopCounterMode(display=False) as counter:
+    kernels = KernelCounter()
+    with (FlopCounterMode(display=False) as counter, kernels,
+          kernels.recurrent_layers(model) as rnn_units):
         out = torch.func.functional_call(model, state, args, kwargs)
         fwd = counter.get_total_flops()
+        fwd_kernels, fwd_rnn_ops = kernels.kernels, kernels.recurrent_ops
         scalar = _differentiable_scalar(out)
         if scalar is None:
             return _Trace(fwd, None, None, rows)
@@ -287,7 +295,8 @@ def _run(
             return _Trace(fwd, None, depth, rows)
         # Gradients for the trainable parameters only: what a training step computes.
         torch.autograd.grad(scalar, trainable, allow_unused=True)
-        return _Trace(fwd, counter.get_total_flops(), depth, rows)
+        total = iteration_kernels(fwd_kernels, fwd_rnn_ops, kernels.kernels, rnn_units)
+        return _Trace(fwd, counter.get_total_flops(), depth, rows, total, len(trainable))
 
 
 def _differentiable_scalar(out: Any) -> torch.Tensor | None:
