@@ -8,29 +8,26 @@ runs the kernels asynchronously, so it takes the longer of two times:
   counted by the profiler) at a fraction :data:`EFFICIENCY` of the GPU's peak. Whole CNNs and
   transformers reach 15-90 % of peak (shared/notes/method.md); half of the FP32 peak (of the
   FP16 tensor peak × :data:`AMP_EFFICIENCY` with AMP) is the middle of that range;
-- the host's issue time, which no faster GPU removes: every operator costs Python, the
-  dispatcher, autograd's bookkeeping and a kernel launch. Published figures: about 7 µs per
-  simple operator with autograd on, 5 µs without, before any launch
-  (https://github.com/pytorch/pytorch/issues/41383); a CUDA launch typically 5-20 µs
-  (https://devbytes.co.in/news/reducing-cuda-kernel-launch-overhead), about 20 µs end to end for
-  a PyTorch element-wise kernel on a V100 in NVIDIA's Nsight Systems guide (quoted in
-  https://groundy.com/articles/every-cuda-kernel-pays-a-launch-tax-the-host-to-device-walkthrough/);
-  a cost model fitted on H100s gives every operator at least 7 µs
-  (https://github.com/meta-pytorch/autoparallel/pull/146); the CPU time dominates small models
-  on the GPU (https://github.com/pytorch/pytorch/issues/72746: 0.1 ms for a small forward pass
-  whatever the batch). Hence :data:`FORWARD_OP_S` for an operator issued from Python (the
-  forward pass, the loss, the copies of the batch), :data:`BACKWARD_OP_S` for one the C++
-  autograd engine issues (no Python), and :data:`LAUNCH_S` per kernel a fused
-  ``torch._foreach_*`` optimizer operator launches.
+- the host's issue time, which no faster GPU removes: every kernel an iteration launches costs
+  the host Python, ``nn.Module`` calls, the dispatcher, autograd's bookkeeping and the launch
+  itself. Published figures count a bare operator: about 7 µs with autograd on
+  (https://github.com/pytorch/pytorch/issues/41383), a CUDA launch 5-20 µs, at least 7 µs per
+  operator in a cost model fitted on H100s (https://github.com/meta-pytorch/autoparallel/pull/146).
+  A whole training iteration costs several times that per kernel: on an H200 host (16-core
+  Xeon, torch 2.11, ``benchmarks/gpu_host_floor.py``, 2026-12-04) five host-bound networks
+  took 37-62 µs per launched kernel (median 41), while a bare ``x * 1.0001`` took 10.9 µs
+  there. Hence :data:`HOST_KERNEL_S` per kernel.
 
-What an iteration launches is counted from the figures the run holds (:func:`iteration_ops`):
-its layers by kind (forward and backward kernels of each, :data:`LAYER_OPS`), the loss and the
-batch's copies (:data:`ITERATION_OPS`), and the optimizer step: on CUDA PyTorch uses the
-``foreach`` implementation unless told otherwise ("we will try to use foreach over the for-loop
+What an iteration launches (:func:`iteration_ops`) is counted in the FLOPs trace where the run
+has it (``arch_kernels``, :mod:`gpuperf_magics.architecture.kernels`: every operator of the
+forward and backward passes), plus the loss and the batch's copies
+(:data:`ITERATION_KERNELS`) and the optimizer step: on CUDA PyTorch uses the ``foreach``
+implementation unless told otherwise ("we will try to use foreach over the for-loop
 implementation on CUDA", ``torch.optim`` docs), a few list operators per step
 (:data:`OPTIMIZER_FOREACH_OPS`), each launching one kernel per :data:`FOREACH_TENSORS`
 parameter tensors (``depth_to_max_tensors = {110, 64, 48, 36, 30}`` in ATen's
-``MultiTensorApply.cuh``).
+``MultiTensorApply.cuh``). Runs recorded before that count estimate it from their layers by kind
+(:data:`LAYER_KERNELS`).
 
 The error is large (:data:`EXPECTED_MAPE`): an order of magnitude to plan with, labelled as
 such; one profiled run on any GPU replaces it with a measured transfer.
@@ -45,29 +42,25 @@ from typing import Any
 EFFICIENCY = 0.5
 #: Fraction of the dense FP16 tensor-core peak reached with AMP.
 AMP_EFFICIENCY = 0.25
-#: Host seconds per operator issued from Python: ~7 µs of Python, dispatch and autograd
-#: (pytorch#41383) and ~5 µs to launch its kernel.
-FORWARD_OP_S = 12e-6
-#: Host seconds per backward kernel, issued by the C++ autograd engine (no Python): dispatch and
-#: launch, the 7 µs floor per operator of the H100 cost model (autoparallel#146).
-BACKWARD_OP_S = 7e-6
-#: Host seconds per kernel launch (the lower end of the 5-20 µs quoted).
-LAUNCH_S = 5e-6
-#: Kernels launched in the forward pass, in the backward pass, and parameter tensors, per layer
-#: of each kind ``arch_layers_*`` counts. conv: convolution and bias add; data, weight and
-#: bias gradients. linear: one ``addmm``; two ``mm`` and a sum. norm: batch norm and the
-#: ``num_batches_tracked`` increment; its backward and the affine gradients. attention
-#: (``nn.MultiheadAttention``): the input projection, reshapes, scaled dot-product attention
-#: and output projection. recurrent: a cuDNN RNN call per layer. embedding: a gather, and a
-#: sort-and-sum backward.
-LAYER_OPS = {
-    "conv": (2, 3, 2), "linear": (1, 3, 2), "norm": (2, 2, 2), "attention": (8, 14, 4),
-    "recurrent": (2, 3, 4), "embedding": (1, 3, 1), "activation": (1, 1, 0),
-    "pool": (1, 1, 0), "dropout": (1, 1, 0), "other": (1, 2, 0),
+#: Host seconds per kernel a training iteration launches, all the host does for it included
+#: (module docstring): the median over five networks on an H200 host, rounded.
+HOST_KERNEL_S = 40e-6
+#: Kernels per iteration beyond the model's forward and backward: the batch's two copies to the
+#: GPU, the loss (``log_softmax``, ``nll_loss``) and its two gradients.
+ITERATION_KERNELS = 6
+#: For runs without ``arch_kernels``: kernels of the forward and backward pass and parameter
+#: tensors per layer of each kind ``arch_layers_*`` counts, as the trace counts them
+#: (:mod:`gpuperf_magics.architecture.kernels`). conv: convolution and bias (3 with cuDNN's
+#: layout work), data, weight and bias gradients (5). linear: one ``addmm``; two ``mm`` and a
+#: sum. norm: batch norm and the ``num_batches_tracked`` increment; its backward. attention
+#: (``nn.MultiheadAttention``): projections, reshapes, attention and their gradients. recurrent:
+#: the cuDNN calls of a layer (:data:`~gpuperf_magics.architecture.kernels.RNN_LAYER_KERNELS`).
+#: embedding: a gather, and a sort-and-sum backward.
+LAYER_KERNELS = {
+    "conv": (8, 2), "linear": (4, 2), "norm": (3, 2), "attention": (22, 4),
+    "recurrent": (24, 4), "embedding": (4, 1), "activation": (2, 0),
+    "pool": (2, 0), "dropout": (2, 0), "other": (3, 0),
 }
-#: Operators per iteration beyond the layers: forward side (the batch's two copies to the GPU,
-#: the loss's ``log_softmax`` and ``nll_loss``), backward side (the loss's two gradients).
-ITERATION_OPS = (4, 2)
 #: ``torch._foreach_*`` operators of one step of each optimizer's foreach implementation (SGD
 #: with momentum: the buffers' update and the parameters'; Adam: moments, bias corrections,
 #: the square root, division and update); others: :data:`OTHER_OPTIMIZER_OPS`.
@@ -106,30 +99,32 @@ def iteration_ops(architecture: dict[str, Any]) -> dict[str, int]:
     Returns
     -------
     dict
-        ``forward`` (operators issued from Python: layers, loss, the batch's copies),
-        ``backward`` (kernels of the backward pass), ``tensors`` (parameter tensors),
-        ``optimizer_ops`` (foreach operators of one step) and ``optimizer_kernels`` (the
-        kernels they launch). Layers the run does not split by kind (only
-        ``arch_layers_total``) count as "other".
+        ``model`` (kernels of the forward and backward pass: ``arch_kernels`` where the run
+        counted them, else from its layers by kind), ``iteration`` (the loss and the batch's
+        copies), ``tensors`` (parameter tensors), ``optimizer_ops`` (foreach operators of one
+        step), ``optimizer_kernels`` (the kernels they launch) and ``kernels`` (all of them).
+        Layers the run does not split by kind (only ``arch_layers_total``) count as "other".
     """
-    counts = {kind: _count(architecture, f"arch_layers_{kind}") for kind in LAYER_OPS}
+    counts = {kind: _count(architecture, f"arch_layers_{kind}") for kind in LAYER_KERNELS}
     unsplit = _count(architecture, "arch_layers_total") - sum(counts.values())
     counts["other"] += max(unsplit, 0)
-    forward = ITERATION_OPS[0] + sum(LAYER_OPS[k][0] * n for k, n in counts.items())
-    backward = ITERATION_OPS[1] + sum(LAYER_OPS[k][1] * n for k, n in counts.items())
-    tensors = sum(LAYER_OPS[k][2] * n for k, n in counts.items())
+    traced = _number(architecture.get("arch_kernels"))
+    model = (int(traced) if traced is not None
+             else sum(LAYER_KERNELS[k][0] * n for k, n in counts.items()))
+    tensors = _count(architecture, "arch_param_tensors") or sum(
+        LAYER_KERNELS[k][1] * n for k, n in counts.items())
     name = architecture.get("optimizer")
     ops = OPTIMIZER_FOREACH_OPS.get(str(name), OTHER_OPTIMIZER_OPS) if tensors else 0
     kernels = ops * math.ceil(tensors / FOREACH_TENSORS)
-    return {"forward": forward, "backward": backward, "tensors": tensors,
-            "optimizer_ops": ops, "optimizer_kernels": kernels}
+    return {"model": model, "iteration": ITERATION_KERNELS, "tensors": tensors,
+            "optimizer_ops": ops, "optimizer_kernels": kernels,
+            "kernels": model + ITERATION_KERNELS + kernels}
 
 
 def host_seconds(architecture: dict[str, Any]) -> float:
-    """Seconds the host takes to issue one iteration (see the module docstring)."""
-    ops = iteration_ops(architecture)
-    return (ops["forward"] * FORWARD_OP_S + ops["backward"] * BACKWARD_OP_S
-            + ops["optimizer_ops"] * FORWARD_OP_S + ops["optimizer_kernels"] * LAUNCH_S)
+    """Seconds the host takes to issue one iteration: :data:`HOST_KERNEL_S` per kernel it
+    launches (see the module docstring)."""
+    return iteration_ops(architecture)["kernels"] * HOST_KERNEL_S
 
 
 def gpu_work_seconds(
