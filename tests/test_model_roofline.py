@@ -30,8 +30,14 @@ def test_the_traced_kernel_count_wins_over_the_layers() -> None:
     # 100 tensors: each SGD foreach operator launches three kernels of at most 48 tensors.
     assert (ops["model"], ops["tensors"], ops["optimizer_kernels"]) == (30, 100, 9)
     assert ops["kernels"] == 30 + rl.ITERATION_KERNELS + 9
-    # A store's NaN (a run without the figure) falls back to the layers.
-    assert rl.iteration_ops({**SMALL_CNN, "arch_kernels": float("nan")})["model"] == 34
+    # A store's missing value (a run without the figure: NaN, pandas' NA, None), a string or
+    # a nonsense count fall back to the layers; so does a missing tensor count.
+    import pandas as pd
+
+    for missing in (float("nan"), pd.NA, None, "30", -5, float("inf")):
+        ops = rl.iteration_ops({**SMALL_CNN, "arch_kernels": missing,
+                                "arch_param_tensors": missing})
+        assert (ops["model"], ops["tensors"]) == (34, 10), missing
 
 
 def test_small_cnn_on_a_gpu_is_bound_by_the_host() -> None:

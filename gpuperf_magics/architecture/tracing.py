@@ -282,12 +282,12 @@ def _run(
     params = dict(model.named_parameters())
     trainable = [state[name] for name, p in params.items() if p.requires_grad]
     kernels = KernelCounter()
-    with (FlopCounterMode(display=False) as counter, kernels,
-          kernels.recurrent_layers(model) as rnn_units):
+    with FlopCounterMode(display=False) as counter, kernels, kernels.recurrent_layers(model):
         out = torch.func.functional_call(model, state, args, kwargs)
         fwd = counter.get_total_flops()
         fwd_kernels, fwd_rnn_ops = kernels.kernels, kernels.recurrent_ops
-        scalar = _differentiable_scalar(out)
+        with kernels.paused():  # the scalar is the trace's, not the model's (the loss is apart)
+            scalar = _differentiable_scalar(out)
         if scalar is None:
             return _Trace(fwd, None, None, rows)
         depth = _weighted_depth(scalar.grad_fn)
@@ -295,7 +295,8 @@ def _run(
             return _Trace(fwd, None, depth, rows)
         # Gradients for the trainable parameters only: what a training step computes.
         torch.autograd.grad(scalar, trainable, allow_unused=True)
-        total = iteration_kernels(fwd_kernels, fwd_rnn_ops, kernels.kernels, rnn_units)
+        total = iteration_kernels(fwd_kernels, fwd_rnn_ops, kernels.kernels,
+                                  kernels.recurrent_kernels)
         return _Trace(fwd, counter.get_total_flops(), depth, rows, total, len(trainable))
 
 

@@ -43,7 +43,7 @@ EFFICIENCY = 0.5
 #: Fraction of the dense FP16 tensor-core peak reached with AMP.
 AMP_EFFICIENCY = 0.25
 #: Host seconds per kernel a training iteration launches, all the host does for it included
-#: (module docstring): the median over five networks on an H200 host, rounded.
+#: (module docstring): the median over five networks on an H200 host (43 µs), rounded.
 HOST_KERNEL_S = 40e-6
 #: Kernels per iteration beyond the model's forward and backward: the batch's two copies to the
 #: GPU, the loss (``log_softmax``, ``nll_loss``) and its two gradients.
@@ -89,7 +89,7 @@ def _count(architecture: dict[str, Any], key: str) -> int:
     """A layer count of ``architecture``; 0 where it is missing (None, NaN, pandas' NA, a
     string: a store's column read back for a run that did not record it)."""
     number = _number(architecture.get(key))
-    return max(int(number), 0) if number is not None else 0
+    return max(int(number), 0) if number is not None and math.isfinite(number) else 0
 
 
 def iteration_ops(architecture: dict[str, Any]) -> dict[str, int]:
@@ -109,7 +109,7 @@ def iteration_ops(architecture: dict[str, Any]) -> dict[str, int]:
     unsplit = _count(architecture, "arch_layers_total") - sum(counts.values())
     counts["other"] += max(unsplit, 0)
     traced = _number(architecture.get("arch_kernels"))
-    model = (int(traced) if traced is not None
+    model = (int(traced) if traced is not None and 0 <= traced < math.inf
              else sum(LAYER_KERNELS[k][0] * n for k, n in counts.items()))
     tensors = _count(architecture, "arch_param_tensors") or sum(
         LAYER_KERNELS[k][1] * n for k, n in counts.items())
