@@ -270,6 +270,7 @@ def _ask(fitted: StoreModel, runs: pd.DataFrame, configs: pd.DataFrame,
     import pandas as pd
 
     from gpuperf_magics.model.cpu_to_gpu import cpu_to_gpu_table
+    from gpuperf_magics.model.host_bound import apply_host_floor
 
     on_model = configs["gpu"].isna() if measured_gpu is None else configs["gpu"].notna()
     parts = []
@@ -298,4 +299,6 @@ def _ask(fitted: StoreModel, runs: pd.DataFrame, configs: pd.DataFrame,
         except ValueError as exc:
             raise PredictionError(str(exc)) from exc
     table = pd.concat(parts).loc[configs.index]
-    return pd.concat([configs.drop(columns=["network"]), table], axis=1)
+    # A network that waits for its host on the GPU it was measured on waits as long on any.
+    return apply_host_floor(pd.concat([configs.drop(columns=["network"]), table], axis=1),
+                            runs)

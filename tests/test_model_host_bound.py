@@ -1,0 +1,95 @@
+"""A host-bound network on other batches and GPUs (gpuperf_magics.model.host_bound): the host's
+time per iteration is a floor, and a move from a host-bound run moves only the GPU's share."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from gpuperf_magics.model import host_bound as hb
+from gpuperf_magics.model.roofline import HOST_KERNEL_S, ITERATION_KERNELS
+
+#: 40 kernels of forward and backward, SGD over 10 tensors (3 foreach kernels): with the loss
+#: and the batch's copies, 49 kernels: 1.96 ms of the host's time per iteration.
+KERNELS = 40
+HOST = (KERNELS + ITERATION_KERNELS + 3) * HOST_KERNEL_S
+
+
+def _store(path, times_ms: dict[int, float], flops: float = 1e6, **columns):
+    """One network measured on a T4 at the given batch sizes (ms per iteration)."""
+    import gpuperf_magics as gm
+
+    batches = list(times_ms)
+    gm.Store(path).import_table(pd.DataFrame({
+        "network": "net", "batch_size": batches, "iterations": 100,
+        "time_s": [0.1 * times_ms[b] for b in batches],
+        "it_median_s": [1e-3 * times_ms[b] for b in batches],
+        "arch_flops_fwd_bwd": flops, "arch_param_tensors": 10, "optimizer": "SGD",
+        **columns}), gpu="T4")
+    return path
+
+
+def test_a_host_bound_run_answers_other_batches_and_gpus_with_its_host_time(tmp_path):
+    """Measured at batch 64 in 2 ms, its 49 kernels at 40 µs (1.96 ms) and its FLOPs (64 MFLOP:
+    16 µs on a T4) say the T4 waited for the host: batch 8 is not eight times faster, batch 256
+    not four times slower, and neither a faster nor a slower GPU moves it much."""
+    import gpuperf_magics as gm
+
+    store = _store(tmp_path / "runs.sqlite", {64: 2.0}, arch_kernels=KERNELS)
+    frame = gm.predict_time(store, batch_sizes=[8, 64, 256], iterations=100,
+                            gpus=["A100-SXM4-40GB", "Tesla K80"]).frame
+    measured = frame["kind"].eq("interpolation")
+    assert frame.loc[measured, "per_iteration_s"].tolist() == pytest.approx([2e-3])
+    for _, row in frame[~measured].iterrows():
+        # The GPU's work (16 µs a batch of 64 on the T4, 5.5 times that on a K80 at batch
+        # 256) stays under the host's time: every row is the host's.
+        assert row["per_iteration_s"] == pytest.approx(HOST), (row["gpu"], row["batch_size"])
+        assert row["detail"].startswith("host-bound")
+        assert row["time_low_s"] == pytest.approx(row["time_s"] / (1 + hb.HOST_SPREAD))
+        assert row["time_high_s"] == pytest.approx(row["time_s"] * (1 + hb.HOST_SPREAD))
+    assert (~measured).sum() == 8
+
+
+def test_a_run_bound_by_its_gpu_moves_as_the_model_says(tmp_path):
+    """100 ms per iteration is fifty times the host's 2 ms: nothing changes."""
+    import gpuperf_magics as gm
+
+    with_kernels = _store(tmp_path / "a.sqlite", {64: 100.0, 128: 200.0}, flops=1e12,
+                          arch_kernels=KERNELS)
+    without = _store(tmp_path / "b.sqlite", {64: 100.0, 128: 200.0}, flops=1e12)
+    ask = {"batch_sizes": [32, 256], "iterations": 100, "gpus": ["A100-SXM4-40GB"]}
+    one = gm.predict_time(with_kernels, **ask).frame
+    two = gm.predict_time(without, **ask).frame
+    pd.testing.assert_frame_equal(one, two)
+    assert not one["detail"].str.contains("host-bound").any()
+
+
+def test_the_floor_holds_a_gpu_bound_network_above_its_host_time() -> None:
+    """Bound by the GPU where measured (10 ms against a 2 ms host), it is not scaled by a
+    share; but a move to a GPU twenty times faster stops at the host's time."""
+    runs = pd.DataFrame({"gpu": ["Tesla T4"], "batch_size": [64], "it_median_s": [0.010],
+                         "status": ["ok"], "arch_kernels": [KERNELS], "arch_param_tensors": [10],
+                         "optimizer": ["SGD"], "arch_flops_fwd_bwd": [1e9],
+                         "gpu_fp32_tflops": [8.1]})
+    table = pd.DataFrame({"gpu": ["H100", "Tesla T4"], "batch_size": [64, 128],
+                          "kind": ["transfer", "extrapolation"],
+                          "per_iteration_s": [0.0005, 0.020], "time_s": [0.05, 2.0],
+                          "time_low_s": [0.04, 1.8], "time_high_s": [0.06, 2.2],
+                          "detail": ["spec", "batch"], "expected_mape": [0.2, 0.1]})
+    out = hb.apply_host_floor(table, runs)
+    assert out["per_iteration_s"].tolist() == pytest.approx([HOST, 0.020])
+    assert out["time_s"].tolist() == pytest.approx([100 * HOST, 2.0])
+    assert out["expected_mape"].tolist() == pytest.approx([hb.HOST_SPREAD, 0.1])
+    assert out["detail"].iloc[0].startswith("host-bound") and out["detail"].iloc[1] == "batch"
+    assert table["per_iteration_s"].tolist() == [0.0005, 0.020]  # the input is not changed
+
+
+@pytest.mark.parametrize("missing", [None, float("nan"), "many"])
+def test_runs_without_a_kernel_count_change_nothing(missing) -> None:
+    runs = pd.DataFrame({"gpu": ["Tesla T4"], "batch_size": [64], "it_median_s": [0.002],
+                         "arch_kernels": [missing]})
+    table = pd.DataFrame({"gpu": ["H100"], "batch_size": [64], "kind": ["transfer"],
+                          "per_iteration_s": [0.0001], "time_s": [0.01], "time_low_s": [0.01],
+                          "time_high_s": [0.01], "detail": ["spec"], "expected_mape": [0.2]})
+    assert hb.apply_host_floor(table, runs) is table
+    assert hb.apply_host_floor(table, runs.drop(columns="arch_kernels")) is table
