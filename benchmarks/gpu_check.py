@@ -21,7 +21,9 @@ fails. What it checks:
 5. Peak GPU memory: recorded per run (equal to ``torch.cuda.max_memory_allocated`` read by the
    check itself after the loop, and larger at a larger batch), stored, and the offers table's
    estimate for a batch between the two measured ones between their peaks; empty on the CPU.
-6. The architecture on CUDA, no hook left behind, the store round trip.
+6. The architecture on CUDA, no hook left behind, the store round trip; how busy the GPU was
+   (``device_busy``, NVML's samples) in a host-bound and a GPU-bound loop, and batch moves from
+   the host-bound run (``model/host_bound.py``) against measured batches.
 7. CPU→GPU (``cpu_to_gpu_zoo.py``): a zoo of five small networks profiled on the CPU, the GPU
    predicted from those CPU runs alone (``gm.predict_time``), then measured on ``cuda:0``: the
    error per network and their MAPE; each within 5× passes. With ``--cpu``: predicted for a
@@ -286,6 +288,40 @@ def check_peak_memory(store: Path, device: str) -> None:
           "stored peaks give the batch-64 need between the two", f"{need} GiB")
 
 
+def check_device_busy(store: Path, device: str) -> None:
+    """How busy the GPU was (NVML's samples over the run): low for a host-bound loop, high for
+    one bound by the GPU; then batch moves from the host-bound run against measured ones."""
+    from cpu_to_gpu_zoo import profile, zoo  # beside this script
+
+    import gpuperf_magics as gm
+
+    nets = {net.name: net for net in zoo()}
+    cuda = device.startswith("cuda")
+    small = profile(nets["zoo-small-cnn"], store, device, 64, 900 if cuda else 20)
+    wide = profile(nets["zoo-wide-cnn"], store, device, 1024 if cuda else 8, 120 if cuda else 4)
+    busy = (small.quality.get("device_busy"), wide.quality.get("device_busy"))
+    if not cuda:
+        check(busy == (None, None), "CPU runs: no GPU busy share", str(busy))
+        return
+    from gpuperf_magics.model.host_bound import BUSY_HOST
+
+    check(busy[0] is not None and busy[1] is not None and busy[0] < BUSY_HOST <= busy[1],
+          "GPU busy share: host-bound loop low, GPU-bound loop high",
+          f"small CNN batch 64: {busy[0]}, wide CNN batch 1024: {busy[1]}")
+    one = Path(str(store) + ".small")
+    profile(nets["zoo-small-cnn"], one, device, 64, 900)
+    asked = gm.predict_time(one, "zoo-small-cnn", batch_sizes=[8, 256, 1024],
+                            iterations=1).frame.set_index("batch_size")["per_iteration_s"]
+    errors = []
+    for b in (8, 256, 1024):
+        measured = profile(nets["zoo-small-cnn"], Path(str(store) + f".{b}"), device, b, 300)
+        errors.append(asked[b] / measured.median_s - 1)
+        print(f"       small CNN from batch 64: batch {b} predicted {asked[b] * 1e3:.3f} ms, "
+              f"measured {measured.median_s * 1e3:.3f} ms ({100 * errors[-1]:+.0f}%)")
+    check(all(abs(e) < 1.0 for e in errors), "host-bound batch moves within 2x",
+          ", ".join(f"{100 * e:+.0f}%" for e in errors))
+
+
 def check_data_parallel(store: Path) -> None:
     import torch
     from torch import nn
@@ -403,6 +439,7 @@ def main() -> int:
               f"depth {arch.get('arch_depth')}, method {arch.get('arch_flops_method')}")
         check_precision(store, device)
         check_peak_memory(store, device)
+        check_device_busy(store, device)
         from cpu_to_gpu_zoo import check_cpu_to_gpu  # beside this script
 
         check_cpu_to_gpu(check, device, args.cpu, keep=args.keep)

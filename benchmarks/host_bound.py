@@ -11,6 +11,12 @@ who profiled one batch size would ask:
 
 - **tuned on**: the five networks of the zoo the host's cost per kernel was read from, each
   batch of the sweep (8 to 2048) measured alone, the four others predicted;
+- **busy measured**: the small CNN profiled by ``gpu_check.py`` at batch 8, 64, 256 and 1024
+  on a fourth machine, each run with the share of it the GPU was busy (``device_busy``, NVML's
+  samples): each measured alone, the three others predicted, with and without that share;
+- **busy measured, other networks**: six other networks (three of the zoo, three held out)
+  swept over the same batches on a fifth machine by ``zoo_sweep.py --seconds 1.5``, looked at
+  once the busy share's use (``BUSY_HOST``, ``KERNEL_MIN_S``) was settled on the small CNN;
 - **held out**: the six networks of ``cpu_to_gpu_zoo.heldout``, measured at the one batch
   ``gpu_check.py`` ran (64 to 512), predicted at batch 8 and 256 and compared with
   ``gpu_host_floor.py``'s loop on the same machine (the batch copied every step, as the check's
@@ -42,7 +48,8 @@ LOOPS = HERE / "measured" / "h200_2026-12-04_loops.csv"
 FIGURE = HERE.parent / "docs" / "figures" / "host_bound.md"
 IMPORTED = ["network", "batch_size", "iterations", "time_s", "it_median_s", "gpu_count",
             "optimizer", "arch_params", "arch_flops_fwd_bwd", "arch_tf32_conv",
-            "arch_tf32_matmul", "gpu_fp32_tflops", "gpu_tf32_tflops", "gpu_bandwidth_gbs"]
+            "arch_tf32_matmul", "gpu_fp32_tflops", "gpu_tf32_tflops", "gpu_bandwidth_gbs",
+            "device_busy"]
 
 
 def kernel_counts() -> dict[str, tuple[int, int]]:
@@ -59,13 +66,17 @@ def kernel_counts() -> dict[str, tuple[int, int]]:
 
 
 @contextlib.contextmanager
-def floor(on: bool) -> Iterator[None]:
-    """The host floor as shipped (on) or bypassed (off)."""
+def floor(on: bool, use_busy: bool = False) -> Iterator[None]:
+    """The host floor as shipped (on), bypassed (off), or taking the runs' busy share."""
+    import functools
+
     from gpuperf_magics.model import host_bound
 
     shipped = host_bound.apply_host_floor
     if not on:
         host_bound.apply_host_floor = lambda table, runs: table
+    elif use_busy:
+        host_bound.apply_host_floor = functools.partial(shipped, use_busy=True)
     try:
         yield
     finally:
@@ -73,18 +84,22 @@ def floor(on: bool) -> Iterator[None]:
 
 
 def predict(run: pd.Series, counts: tuple[int, int], batches: list[int]) -> dict[str, dict]:
-    """Per iteration (ms) at ``batches`` on the run's GPU from a store holding ``run`` alone,
-    without and with the floor."""
+    """Per iteration (ms) at ``batches`` on the run's GPU from a store holding ``run`` alone:
+    without the floor, with it, and (where the run measured it) with the floor taking the
+    GPU's busy share (``use_busy``, off in the package)."""
     import gpuperf_magics as gm
 
-    row = run[IMPORTED].to_frame().T.assign(arch_kernels=counts[0],
-                                            arch_param_tensors=counts[1])
+    row = run[[c for c in IMPORTED if c in run.index]].to_frame().T.assign(
+        arch_kernels=counts[0], arch_param_tensors=counts[1]).dropna(axis=1)
+    methods = [("model alone", False, False), ("with the floor", True, False)]
+    if "device_busy" in row.columns:
+        methods.append(("with the floor and the busy share (not shipped)", True, True))
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "one.sqlite"
         gm.Store(store).import_table(row, gpu=str(run["gpu"]))
-        for name, on in (("model alone", False), ("with the floor", True)):
-            with floor(on):
+        for name, on, use_busy in methods:
+            with floor(on, use_busy):
                 frame = gm.predict_time(store, str(run["network"]), batch_sizes=batches,
                                         iterations=1).frame
             out[name] = dict(zip(frame["batch_size"].astype(int),
@@ -92,30 +107,33 @@ def predict(run: pd.Series, counts: tuple[int, int], batches: list[int]) -> dict
     return out
 
 
-def rows() -> pd.DataFrame:
-    runs = pd.read_csv(RUNS)
-    loops = pd.read_csv(LOOPS)
-    counts = kernel_counts()
+def _moves(label: str, runs: pd.DataFrame, truth: pd.DataFrame, column: str,
+           counts: dict[str, tuple[int, int]], scale: float = 1.0) -> list[tuple]:
+    """Each run of ``runs`` measured alone, the batches ``truth`` holds for its network asked:
+    (set, network, measured batch, asked batch, measured ms, method, predicted ms) rows."""
     out = []
-    sweep = runs[runs["benchmark"] == "zoo_sweep.py"]
-    for _, run in sweep.iterrows():
-        same = sweep[sweep["network"] == run["network"]]
-        others = [int(b) for b in same["batch_size"] if b != run["batch_size"]]
+    for _, run in runs.iterrows():
+        mine = truth[truth["network"] == run["network"]]
+        others = [int(b) for b in mine["batch_size"] if b != run["batch_size"]]
         got = predict(run, counts[run["network"]], others)
         for b in others:
-            measured = 1e3 * float(same.loc[same["batch_size"] == b, "it_median_s"].iloc[0])
-            out += [("tuned on", run["network"], int(run["batch_size"]), b, measured, name,
+            measured = scale * float(mine.loc[mine["batch_size"] == b, column].iloc[0])
+            out += [(label, run["network"], int(run["batch_size"]), b, measured, name,
                      got[name][b]) for name in got]
+    return out
+
+
+def rows() -> pd.DataFrame:
+    runs = pd.read_csv(RUNS)
+    counts = kernel_counts()
+    out = []
+    for label, group in (("tuned on", "zoo_sweep.py"), ("busy measured", "gpu_check.py busy"),
+                         ("busy measured, other networks", "zoo_sweep.py busy")):
+        mine = runs[runs["benchmark"] == group]
+        out += _moves(label, mine, mine, "it_median_s", counts, scale=1e3)
     checked = runs[(runs["benchmark"] == "gpu_check.py")
                    & runs["network"].str.startswith("heldout-")]
-    for _, run in checked.iterrows():
-        mine = loops[loops["network"] == run["network"]]
-        batches = [int(b) for b in mine["batch_size"] if b != run["batch_size"]]
-        got = predict(run, counts[run["network"]], batches)
-        for b in batches:
-            measured = float(mine.loc[mine["batch_size"] == b, "copied_ms"].iloc[0])
-            out += [("held out", run["network"], int(run["batch_size"]), b, measured, name,
-                     got[name][b]) for name in got]
+    out += _moves("held out", checked, pd.read_csv(LOOPS), "copied_ms", counts)
     frame = pd.DataFrame(out, columns=["set", "network", "measured batch", "asked batch",
                                        "measured ms", "method", "predicted ms"])
     frame["error"] = frame["predicted ms"] / frame["measured ms"] - 1
@@ -133,16 +151,23 @@ def report(frame: pd.DataFrame) -> str:
         lines.append(f"| {group} | {method} | {len(part)} | {100 * err.mean():.0f}% | "
                      f"{100 * err.median():.0f}% | {100 * ratio.between(0.5, 2).mean():.0f}% | "
                      f"{100 * err[down].mean():.0f}% | {100 * err[~down].mean():.0f}% |")
-    held = frame[frame["set"] == "held out"].pivot_table(
-        index=["network", "measured batch", "asked batch", "measured ms"], columns="method",
-        values="predicted ms").reset_index()
-    lines += ["", "Held out, each move (ms per iteration):", "",
-              "| network | measured at batch | asked batch | measured | model alone | with the "
-              "floor |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for _, r in held.iterrows():
-        lines.append(f"| {r['network']} | {r['measured batch']} | {r['asked batch']} | "
-                     f"{r['measured ms']:.2f} | {r['model alone']:.2f} | "
-                     f"{r['with the floor']:.2f} |")
+    for group, title in (("busy measured", "Busy share measured (the small CNN)"),
+                         ("busy measured, other networks",
+                          "Busy share measured, other networks"),
+                         ("held out", "Held out")):
+        part = frame[frame["set"] == group]
+        methods = list(dict.fromkeys(part["method"]))
+        held = part.pivot_table(index=["network", "measured batch", "asked batch",
+                                       "measured ms"], columns="method",
+                                values="predicted ms").reset_index()
+        lines += ["", f"{title}, each move (ms per iteration):", "",
+                  "| network | measured at batch | asked batch | measured | "
+                  + " | ".join(methods) + " |", "| --- | ---: | ---: | ---: | "
+                  + " | ".join("---:" for _ in methods) + " |"]
+        for _, r in held.iterrows():
+            lines.append(f"| {r['network']} | {r['measured batch']} | {r['asked batch']} | "
+                         f"{r['measured ms']:.2f} | "
+                         + " | ".join(f"{r[m]:.2f}" for m in methods) + " |")
     return "\n".join(lines)
 
 

@@ -116,6 +116,14 @@ class FakeNvml:
             raise NVMLError_NotFound("Not Found")  # empty MIG slots answer NotFound
         return slices[i]
 
+    def nvmlDeviceGetSamples(self, handle: dict[str, Any], kind: int, since: int
+                             ) -> tuple[int, list[SimpleNamespace]]:
+        """The GPU's utilization samples (``"samples"``: (µs timestamp, percent) pairs) from
+        ``since`` on, as NVML serves them: (value type 1, unsigned int; the samples)."""
+        samples = self._get(handle, "samples")
+        return 1, [SimpleNamespace(timeStamp=t, sampleValue=SimpleNamespace(uiVal=v))
+                   for t, v in samples if t >= since]
+
     def nvmlSystemGetDriverVersion(self) -> str:
         return "550.54.15"
 

@@ -178,3 +178,39 @@ def test_on_the_cpu_the_peak_gpu_memory_stays_unknown():
         train(model, torch.optim.SGD(model.parameters(), lr=0.01), steps=4)
     assert run.peak_memory_gb is None
     assert run.to_record()["peak_memory_gb"] is None
+
+
+def test_how_busy_the_gpu_was_is_read_once_after_the_loop_and_kept(monkeypatch, tmp_path):
+    """The NVML seam faked: the reader starts when timing starts, is read once when the loop
+    ends (never per iteration), and its share lands in the run's quality and the store; a
+    reader that fails costs only the figure."""
+    from fake_nvml import A100_UUID, FakeNvml, a100_nvml
+
+    from gpuperf_magics.capture import recorder as recorder_mod
+    from gpuperf_magics.hardware.busy import GpuBusy
+
+    now = [100.0]
+    samples = [(int(100.1e6) + 100_000 * i, 30) for i in range(20)]
+    nvml = FakeNvml([a100_nvml(samples=samples)])
+    cuda = WallClockCuda()
+    monkeypatch.setattr(recorder_mod, "make_clock", lambda device, sync: CudaEventClock(cuda))
+    monkeypatch.setattr(recorder_mod, "device_busy_reader",
+                        lambda device: GpuBusy(nvml, A100_UUID, clock=lambda: now[0]))
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    store = tmp_path / "runs.sqlite"
+    with gm.profile_training(store=store) as run:
+        train(model, opt, steps=6)
+        assert nvml.inits == 0  # nothing on the timed path
+        now[0] = 102.5
+    assert nvml.inits == 1
+    assert run.quality["device_busy"] == pytest.approx(0.30)
+    assert gm.Store(store).runs()["device_busy"].tolist() == pytest.approx([0.30])
+
+    def broken(device):
+        raise RuntimeError("no NVML here")
+
+    monkeypatch.setattr(recorder_mod, "device_busy_reader", broken)
+    with gm.profile_training(save=False) as run:
+        train(model, opt, steps=4)
+    assert "device_busy" not in run.quality and len(run.iterations) == 4

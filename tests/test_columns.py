@@ -15,7 +15,8 @@ from gpuperf_magics.columns import COLUMNS, KINDS, Column, group_of, names
 # The registry as store/columns.py declared it before it moved here (name:kind, frame order),
 # plus peak_memory_gb, the base column the peak-memory work adds, stopped_by (why --stop-after
 # ended the loop), gpu_bf16_tflops, the catalog's BF16 tensor peak, and arch_kernels and
-# arch_param_tensors (what an iteration launches, counted in the FLOPs trace).
+# arch_param_tensors (what an iteration launches, counted in the FLOPs trace), and device_busy
+# (the share of a run the GPU worked, from NVML's samples).
 SNAPSHOT = """
 run_id:int network:str batch_size:int iterations:int time_s:float status:str gpu:str
 gpu_count:int source:str created_at:str device:str it_median_s:float it_p90_s:float
@@ -44,12 +45,12 @@ other_optimizer_steps:str epochs_seen:int iterations_per_epoch:int loader_batch_
 dataloader_workers:int drop_last:bool
 torch_threads:int interop_threads:int load_avg_start:float load_avg_end:float busy:bool
 timing_method:str detection:str other_cpu_load:float batch_sampled_steps:int sync:bool
-phases:bool world_size:int global_batch_size:int rank:int rank_slowest:int
+phases:bool device_busy:float world_size:int global_batch_size:int rank:int rank_slowest:int
 rank_median_min_s:float rank_median_max_s:float rank_spread:float dist_backend:str
 raised_steps:int
 tags:dict
 """
-GROUP_SIZES = {"base": 24, "hardware": 36, "arch": 28, "hyper": 15, "quality": 20, "tags": 1}
+GROUP_SIZES = {"base": 24, "hardware": 36, "arch": 28, "hyper": 15, "quality": 21, "tags": 1}
 
 
 def _kind_of(annotation: object) -> str:

@@ -71,5 +71,7 @@ def fill_quality(run: Run, rec: Any, cpu: CpuClockSample, *, sync: bool, phases:
     q["batch_sampled_steps"] = rec.batch_sampled_steps
     q["sync"] = sync
     q["phases"] = phases
+    if rec.device_busy is not None:
+        q["device_busy"] = round(rec.device_busy, 3)
     if rec.raised_steps:
         q["raised_steps"] = rec.raised_steps

@@ -66,6 +66,7 @@ from gpuperf_magics.capture.probes import (
     output_grad_fn,
     remove_global_hooks,
 )
+from gpuperf_magics.hardware.busy import device_busy_reader
 from gpuperf_magics.run import IterationRecord
 
 _log = logging.getLogger(__name__)
@@ -100,6 +101,9 @@ class Recorder:
         self._memory: Any = None  # peak-memory reader of the clock's device (CUDA only)
         #: Peak GPU memory of the run's tensors (GiB), read when the recorder closes.
         self.peak_memory_gb: float | None = None
+        self._busy: Any = None  # NVML utilization reader of the clock's device (CUDA only)
+        #: Share of the run the GPU was busy (0-1, NVML's samples), read when it closes.
+        self.device_busy: float | None = None
         self.model: nn.Module | None = None
         self.primary: Any = None
         self.other_steps: Counter[str] = Counter()
@@ -189,6 +193,12 @@ class Recorder:
                 _log.debug("peak memory unreadable", exc_info=True)
                 self.peak_memory_gb = None
             self._memory = None
+        if self._busy is not None:
+            try:
+                self.device_busy = self._busy.fraction()
+            except Exception:  # a figure for moves to other GPUs is not worth the run
+                _log.debug("GPU utilization unreadable", exc_info=True)
+            self._busy = None
 
     @property
     def steps_seen(self) -> int:
@@ -221,6 +231,13 @@ class Recorder:
             except Exception:  # the peak is a figure for the offers table, not the run
                 _log.debug("peak memory not measured", exc_info=True)
                 self._memory = None
+            try:
+                self._busy = device_busy_reader(device)
+                if self._busy is not None:
+                    self._busy.start()
+            except Exception:  # like the peak: a figure for the predictor, not the run
+                _log.debug("GPU utilization not measured", exc_info=True)
+                self._busy = None
             self.clock = make_clock(device, self.sync)
             self.clock.start()
         return self.clock

@@ -20,12 +20,21 @@ iteration, the smaller of
   measured runs were bound by the GPU).
 
 And a move (a batch the network was not measured at, another GPU) from a run that was
-host-bound (its iteration within (1 + :data:`HOST_MARGIN`) of its kernels' host time) scales
-only what the GPU did in it: the model's moved time times the share of the run its FLOPs take
-at the roofline's efficiency (:func:`~gpuperf_magics.model.roofline.gpu_work_seconds`), never
-less than the floor. Without it a run at batch 64 that waited for its host answered batch 256
-with four times its time, and a slower GPU with the spec sheets' ratio of the whole time (an
-H200 run of a 25.7K-parameter CNN: 46 ms on a T4, where the host alone needs about 2).
+host-bound scales only what the GPU did in it: the model's moved time times that share, never
+less than the floor. A run within (1 + :data:`HOST_MARGIN`) of its kernels' host time was
+host-bound, and its FLOPs at the roofline's efficiency
+(:func:`~gpuperf_magics.model.roofline.gpu_work_seconds`) give the share.
+
+Runs also record how busy their GPU was (``device_busy``, NVML's utilization samples,
+:mod:`gpuperf_magics.hardware.busy`). Taking the share from it (a run busy less than
+:data:`BUSY_HOST` of the time was host-bound, its busy time the GPU's work, of which
+:data:`KERNEL_MIN_S` per kernel does not grow with the batch) did better on the small CNN it was
+set on (14% against 28% MAPE) and worse on six other networks looked at once (45% against
+20%): the busy time of small kernels hardly grows with the batch (the zoo's MLP stayed 15-17%
+busy from batch 8 to 1024). It is off (``use_busy``) until a model of that is measured. Without
+this, a run at batch 64 that waited for its host answered batch 256 with four times its time,
+and a slower GPU with the spec sheets' ratio of the whole time (an H200 run of a
+25.7K-parameter CNN: 46 ms on a T4, where the host alone needs about 2).
 
 A row raised to the floor gets an interval of ±:data:`HOST_SPREAD` (hosts differ: the same
 network took 1.96 and 2.39 ms per iteration on two H200 machines) and a ``detail`` that says
@@ -49,20 +58,35 @@ HOST_SPREAD = 0.3
 #: kernels take at HOST_KERNEL_S: what one host costs per kernel ranged 39-62 µs over five
 #: networks on an H200 machine.
 HOST_MARGIN = 0.5
+#: A run whose GPU was busy (``device_busy``, NVML's samples) less than this share of the time
+#: waited for its host: only the busy share moves with the batch and the GPU. Above it the GPU
+#: is the bottleneck and what idles it is serial (the batch's copy from pageable memory), not
+#: the host running behind. On an H200: a host-bound small CNN 0.10-0.24 busy at batch 8-64,
+#: 0.48 at 256 (still flat in time); a wide CNN at batch 1024, bound by the GPU, 0.85.
+BUSY_HOST = 0.5
+#: GPU seconds a kernel takes however little it does (launch to completion on the device: a
+#: few µs on current GPUs). Part of what a busy GPU did at a small batch does not grow with the
+#: batch: a small CNN's 44 kernels busy 0.18 ms at batch 8 on an H200, 3.9 ms at batch 1024.
+KERNEL_MIN_S = 3e-6
 #: The kinds of prediction whose source can be host-bound: a batch or a GPU the network was not
 #: measured at (interpolations lie between measured points, which already say it).
 MOVES = ("extrapolation", "transfer")
 
 
-def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
+                     use_busy: bool = False) -> pd.DataFrame:
     """``table`` (prediction rows with ``gpu``, ``batch_size``, ``kind``, ``per_iteration_s``,
     ``time_s``, ``time_low_s``, ``time_high_s``, ``detail``, ``expected_mape``) with the host's
     time as the floor of every GPU row, and the moves from a host-bound run scaled by the share
-    of that run the GPU's work took (a copy; ``table`` is not changed)."""
+    of that run the GPU's work took (a copy; ``table`` is not changed).
+
+    ``use_busy``: take that share from the runs' measured ``device_busy`` where they have it
+    (off: on six networks looked at once on an H200 it made batch moves worse, 45% against 20%
+    MAPE; ``benchmarks/host_bound.py`` measures both)."""
     import numpy as np
     import pandas as pd
 
-    host = _HostView.of(runs)
+    host = _HostView.of(runs, use_busy)
     if host is None or table.empty:
         return table
     per_it = table["per_iteration_s"].to_numpy(float)
@@ -104,14 +128,17 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 class _HostView:
-    """A network's GPU runs seen from the host: the floor and each run's GPU-work share."""
+    """A network's GPU runs seen from the host: the floor and each run's GPU work."""
 
-    def __init__(self, floor: float, runs: list[tuple[str, float, float | None]]) -> None:
+    def __init__(self, floor: float, runs: list[tuple[str, float, float, float, float]] | None
+                 = None) -> None:
         self.floor = floor
-        self.runs = runs  # (gpu, batch, share of the run's time the GPU's work took, or None)
+        #: (gpu, batch, seconds per iteration, the GPU's fixed and batch-proportional work in
+        #: it); the work is NaN where the run was not host-bound.
+        self.runs = runs or []
 
     @classmethod
-    def of(cls, runs: pd.DataFrame) -> _HostView | None:
+    def of(cls, runs: pd.DataFrame, use_busy: bool = False) -> _HostView | None:
         import pandas as pd
 
         from gpuperf_magics.model.roofline import (
@@ -132,29 +159,43 @@ class _HostView:
         latest = counted.iloc[-1]
         arch = {k: latest[k] for k in latest.index
                 if str(k).startswith("arch_") or k == "optimizer"}
-        issue = iteration_ops(arch)["kernels"] * HOST_KERNEL_S
+        kernels = iteration_ops(arch)["kernels"]
+        issue = kernels * HOST_KERNEL_S
         t = pd.to_numeric(on_gpu["it_median_s"]).to_numpy(float)
         floor = min(float(t.min()), issue)
         if not (floor > 0 and math.isfinite(floor)):
             return None
         seen = []
         for (_, run), ti in zip(on_gpu.iterrows(), t, strict=True):
-            share = None
-            if ti <= (1 + HOST_MARGIN) * issue:
+            fixed = scaled = math.nan
+            busy = (pd.to_numeric(pd.Series([run.get("device_busy")]), errors="coerce").iloc[0]
+                    if use_busy else math.nan)
+            if 0 <= busy <= 1:  # measured: the GPU waited for the host the rest of the time
+                if busy < BUSY_HOST:
+                    work = float(busy) * ti
+                    fixed = min(kernels * KERNEL_MIN_S, work)
+                    scaled = work - fixed
+            elif ti <= (1 + HOST_MARGIN) * issue:
                 work = gpu_work_seconds(arch, _figures(run), int(run["batch_size"]),
                                         int(run.get("gpu_count", 1) or 1))
-                share = min(work / ti, 1.0) if work is not None and work >= 0 else None
-            seen.append((str(run["gpu"]), float(run["batch_size"]), share))
+                if work is not None and work >= 0:
+                    fixed, scaled = 0.0, min(work, ti)
+            seen.append((str(run["gpu"]), float(run["batch_size"]), float(ti), fixed, scaled))
         return cls(floor, seen)
 
     def share_near(self, gpu: str | None, batch: float) -> float | None:
-        """The GPU-work share of the run nearest ``batch`` (log distance) on ``gpu`` (any GPU
-        when None); None where that run was not host-bound."""
+        """The share of a move's time the GPU's work takes at ``batch``, from the run nearest
+        it (log distance) on ``gpu`` (any GPU when None): its fixed work, and its
+        batch-proportional work at ``batch``, over its time scaled to ``batch``. None where
+        that run was not host-bound."""
         candidates = [r for r in self.runs if gpu is None or r[0] == gpu]
         if not candidates or not batch > 0:
             return None
-        near = min(candidates, key=lambda r: abs(math.log(r[1] / batch)) if r[1] > 0 else 1e9)
-        return near[2]
+        _, b0, t0, fixed, scaled = min(
+            candidates, key=lambda r: abs(math.log(r[1] / batch)) if r[1] > 0 else 1e9)
+        if math.isnan(fixed) or not b0 > 0:
+            return None
+        return min((scaled + fixed * b0 / batch) / t0, 1.0)
 
 
 def _figures(run: pd.Series) -> dict[str, object]:
