@@ -15,7 +15,7 @@ runs the kernels asynchronously, so it takes the longer of two times:
   operator in a cost model fitted on H100s (https://github.com/meta-pytorch/autoparallel/pull/146).
   A whole training iteration costs several times that per kernel: on an H200 host (16-core
   Xeon, torch 2.11, ``benchmarks/gpu_host_floor.py``, 2026-12-04) five host-bound networks
-  took 37-62 µs per launched kernel (median 41), while a bare ``x * 1.0001`` took 10.9 µs
+  took 39-62 µs per launched kernel (median 43), while a bare ``x * 1.0001`` took 10.9 µs
   there. Hence :data:`HOST_KERNEL_S` per kernel.
 
 What an iteration launches (:func:`iteration_ops`) is counted in the FLOPs trace where the run
