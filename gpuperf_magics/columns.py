@@ -168,7 +168,7 @@ COLUMNS: tuple[Column, ...] = (
         "batch_sampled_steps:int sync:bool phases:bool",
     ),
     # The share of the run the GPU was busy (NVML's utilization samples; hardware/busy.py):
-    # what a faster or slower GPU would change of it (model/host_bound.py).
+    # a measurement kept for the predictor, which does not use it yet (model/host_bound.py).
     *_rows("quality", "capture.load", "device_busy:float"),
     # Data-parallel jobs (capture/distributed.py): processes, samples per step over all of
     # them (1 and batch_size for one process), the rank of a run a rank saved alone; whose

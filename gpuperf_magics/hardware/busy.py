@@ -5,9 +5,9 @@ which one or more kernels was executing", every 1/6 to 1 s, and keeps the recent
 (``nvmlDeviceGetSamples`` with ``NVML_GPU_UTILIZATION_SAMPLES``, since a CPU timestamp in
 µs). Their mean over a run is the share of the run the GPU worked: near 1 where the GPU is the
 bottleneck, well below where it waited for its host between short kernels (a small network).
-The capture reads it once after the loop, off the timed path (:class:`GpuBusy`); the
-predictor uses it to tell how much of a run a faster or slower GPU would change
-(:mod:`gpuperf_magics.model.host_bound`).
+The capture reads it once after the loop, off the timed path (:class:`GpuBusy`), and stores
+it as ``device_busy``. The predictor does not use it by default: scaling moves by it did worse
+on networks it was not set on (:mod:`gpuperf_magics.model.host_bound`, ``use_busy``).
 
 The figure is None where NVML is missing or does not sample (no driver library, some
 virtualised GPUs), the device cannot be found by its UUID, or fewer than :data:`MIN_SAMPLES`
