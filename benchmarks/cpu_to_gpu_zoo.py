@@ -262,24 +262,170 @@ def heldout() -> list[Net]:
     ]
 
 
-def profile(net: Net, store: Path, device: str, batch: int, steps: int) -> Any:
+def _unet() -> Any:
+    from torch import nn
+
+    def block(cin: int, cout: int) -> Any:
+        return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout),
+                             nn.ReLU(inplace=True), nn.Conv2d(cout, cout, 3, padding=1),
+                             nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+    class UNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down1, self.down2, self.mid = block(3, 32), block(32, 64), block(64, 128)
+            self.up2, self.dec2 = nn.ConvTranspose2d(128, 64, 2, stride=2), block(128, 64)
+            self.up1, self.dec1 = nn.ConvTranspose2d(64, 32, 2, stride=2), block(64, 32)
+            self.pool, self.head = nn.MaxPool2d(2), nn.Conv2d(32, 4, 1)
+
+        def forward(self, x: Any) -> Any:
+            import torch
+
+            a = self.down1(x)
+            b = self.down2(self.pool(a))
+            c = self.mid(self.pool(b))
+            d = self.dec2(torch.cat([self.up2(c), b], 1))
+            return self.head(self.dec1(torch.cat([self.up1(d), a], 1)))
+
+    return UNet()
+
+
+def _conv1d() -> Any:
+    from torch import nn
+
+    layers: list[Any] = []
+    cin = 1
+    for cout, stride in ((32, 4), (64, 2), (64, 2), (128, 2), (128, 2)):
+        layers += [nn.Conv1d(cin, cout, 9, stride=stride, padding=4), nn.BatchNorm1d(cout),
+                   nn.GELU()]
+        cin = cout
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(128, 12))
+
+
+def _bert_tiny() -> Any:
+    from torch import nn
+
+    class Encoder(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(8000, 256)
+            self.pos = nn.Parameter(nn.init.normal_(__import__("torch").empty(1, 128, 256)))
+            layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.1, batch_first=True,
+                                               norm_first=True, activation="gelu")
+            self.encoder = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+            self.head = nn.Linear(256, 2)
+
+        def forward(self, x: Any) -> Any:
+            return self.head(self.encoder(self.embed(x) + self.pos).mean(1))
+
+    return Encoder()
+
+
+def _se_cnn() -> Any:
+    from torch import nn
+
+    class SE(nn.Module):
+        def __init__(self, c: int) -> None:
+            super().__init__()
+            self.gate = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(c, c // 4, 1),
+                                      nn.SiLU(), nn.Conv2d(c // 4, c, 1), nn.Sigmoid())
+
+        def forward(self, x: Any) -> Any:
+            return x * self.gate(x)
+
+    layers: list[Any] = []
+    cin = 3
+    for cout in (32, 64, 128, 256):
+        layers += [nn.Conv2d(cin, cout, 3, stride=2, padding=1), nn.BatchNorm2d(cout),
+                   nn.SiLU(), SE(cout)]
+        cin = cout
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 10))
+
+
+def _wide_mlp() -> Any:
+    from torch import nn
+
+    return nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                         nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 100))
+
+
+def fresh() -> list[Net]:
+    """Networks fixed on 2026-12-04 (the seventh GPU session) before AMP's host cost and the
+    same-GPU floor of ``model/host_bound.py`` were set from :func:`zoo` and :func:`heldout`
+    measured in five precisions: their judge, looked at once. A small U-Net (transposed
+    convolutions, skip concatenations, a per-pixel loss), a 1-D convolutional audio net with
+    GELU, a four-layer pre-norm BERT-style encoder, a CNN with squeeze-and-excitation gates
+    (SiLU), and a wide MLP whose large batches are bound by its matrix products."""
+    import torch
+
+    def adamw(m: Any) -> Any:
+        return torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def sgd(m: Any) -> Any:
+        return torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+
+    return [
+        Net("fresh-unet", _unet, lambda n: (torch.randn(n, 3, 64, 64),
+                                            torch.randint(0, 4, (n, 64, 64))), adamw, 64),
+        Net("fresh-conv1d", _conv1d, lambda n: (torch.randn(n, 1, 4000),
+                                                torch.randint(0, 12, (n,))), adamw, 256),
+        Net("fresh-bert-tiny", _bert_tiny, lambda n: (torch.randint(0, 8000, (n, 128)),
+                                                      torch.randint(0, 2, (n,))), adamw, 64),
+        Net("fresh-se-cnn", _se_cnn, lambda n: (torch.randn(n, 3, 64, 64),
+                                                torch.randint(0, 10, (n,))), sgd, 128),
+        Net("fresh-wide-mlp", _wide_mlp, lambda n: (torch.randn(n, 1024),
+                                                    torch.randint(0, 100, (n,))), sgd, 1024),
+    ]
+
+
+#: ``profile``'s precisions: PyTorch's default (TF32 for cuDNN convolutions only), TF32 off,
+#: TF32 for matrix multiplies and convolutions, and autocast to bf16 or fp16 (with a GradScaler).
+PRECISIONS = ("default", "fp32", "tf32", "bf16", "fp16")
+
+
+def profile(net: Net, store: Path, device: str, batch: int, steps: int,
+            precision: str = "default") -> Any:
     """``steps`` iterations of ``net`` under the profiler; the batch is copied to the device
-    every step, as a loader's batches are."""
+    every step, as a loader's batches are. ``precision``: one of :data:`PRECISIONS`; the TF32
+    flags are restored afterwards."""
+    import contextlib
+
     import torch
     from torch import nn
 
     import gpuperf_magics as gm
 
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}")
     torch.manual_seed(0)
     model = net.build().to(device)
     opt = net.optimizer(model)
     x, y = net.inputs(batch)
-    with gm.profile_training(name=net.name, store=store) as run:
-        for _ in range(steps):
-            xb, yb = x.to(device), y.to(device)
-            opt.zero_grad(set_to_none=True)
-            nn.functional.cross_entropy(model(xb), yb).backward()
-            opt.step()
+    kind = torch.device(device).type
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.amp.GradScaler(kind) if precision == "fp16" else None
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    if precision in ("fp32", "tf32"):
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = \
+            precision == "tf32"
+    try:
+        with gm.profile_training(name=net.name, store=store) as run:
+            for _ in range(steps):
+                xb, yb = x.to(device), y.to(device)
+                opt.zero_grad(set_to_none=True)
+                cast = (torch.autocast(kind, dtype=half) if half is not None
+                        else contextlib.nullcontext())
+                with cast:
+                    loss = nn.functional.cross_entropy(model(xb), yb)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    loss.backward()
+                    opt.step()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
     return run
 
 
@@ -345,3 +491,35 @@ def _check_set(check: Callable[..., None], device: str, cpu_only: bool, folder: 
         errors = [abs(p / m - 1) for *_, p, m in rows]
         print(f"       MAPE {100 * statistics.mean(errors):.0f}% over {len(rows)} networks "
               f"{label}")
+
+
+def main() -> int:
+    """``python benchmarks/cpu_to_gpu_zoo.py --set fresh``: one set's CPU→GPU check alone, on
+    ``cuda:0`` (``gpu_check.py`` runs the zoo and the held-out set)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--set", choices=("zoo", "heldout", "fresh"), default="fresh")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="keep the stores in DIR")
+    args = parser.parse_args()
+    failures = []
+
+    def check(ok: bool, label: str, detail: str = "") -> None:
+        print(f"[{'ok' if ok else 'FAIL'}] {label}: {detail}", flush=True)
+        if not ok:
+            failures.append(label)
+
+    nets = {"zoo": zoo, "heldout": heldout, "fresh": fresh}[args.set]()
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(args.keep or scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        _check_set(check, "cuda:0", False, folder, args.set, nets)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    raise SystemExit(main())

@@ -74,7 +74,7 @@ def floor(on: bool, use_busy: bool = False) -> Iterator[None]:
 
     shipped = host_bound.apply_host_floor
     if not on:
-        host_bound.apply_host_floor = lambda table, runs: table
+        host_bound.apply_host_floor = lambda table, runs, **_: table
     elif use_busy:
         host_bound.apply_host_floor = functools.partial(shipped, use_busy=True)
     try:

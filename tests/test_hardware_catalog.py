@@ -158,7 +158,7 @@ def test_a_user_gpu_is_found_by_its_name() -> None:
 ARCHITECTURES = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace",
                  "Hopper", "Blackwell")
 #: Rows with tensor cores whose peaks no source here gives (their notes say "left empty").
-UNSOURCED = {"NVIDIA A10G", "NVIDIA L20", "NVIDIA RTX 4000 Ada Generation"}
+UNSOURCED = {"NVIDIA A10G", "NVIDIA RTX 4000 Ada Generation"}
 
 
 def _since(row: dict, architecture: str) -> bool:

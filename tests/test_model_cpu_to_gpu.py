@@ -54,3 +54,27 @@ def test_layer_counts_read_back_as_missing_count_as_none() -> None:
                                                 "arch_layers_conv": pd.NA,
                                                 "arch_layers_linear": 2}, dtype=object))
     assert rows["per_iteration_s"].iloc[0] > 0
+
+
+def test_a_cpu_run_asked_in_amp_uses_the_fp16_peak_and_autocast_s_host_time() -> None:
+    """Asked in AMP (``precision="fp16"``): a big network's GPU work runs at the FP16 tensor
+    peak (faster than its FP32 estimate on an A100), a tiny one's host time grows by
+    AMP_HOST_FACTOR; asked in FP32, a run recorded under autocast loses both."""
+    from gpuperf_magics.model.cpu_to_gpu import cpu_to_gpu_table
+    from gpuperf_magics.model.roofline import AMP_HOST_FACTOR, host_seconds
+
+    configs = pd.DataFrame({"network": ["n"], "gpu": ["A100-SXM4-80GB"], "batch_size": [64],
+                            "gpu_count": [1], "iterations": [1]})
+    tiny = pd.Series({"arch_flops_fwd_bwd": 1e6, "arch_layers_total": 6,
+                      "arch_layers_conv": 2, "arch_layers_linear": 1, "arch_params": 25_700})
+    host = host_seconds({k: tiny[k] for k in tiny.index})
+    amp = cpu_to_gpu_table(configs, tiny, "fp16")["per_iteration_s"].iloc[0]
+    assert amp == pytest.approx(AMP_HOST_FACTOR * host)
+    big = tiny.copy()
+    big["arch_flops_fwd_bwd"] = 1e12
+    fp32 = cpu_to_gpu_table(configs, big)["per_iteration_s"].iloc[0]
+    assert cpu_to_gpu_table(configs, big, "fp16")["per_iteration_s"].iloc[0] < fp32 / 2
+    recorded = big.copy()
+    recorded["arch_amp"] = True
+    assert cpu_to_gpu_table(configs, recorded, "fp32")["per_iteration_s"].iloc[0] == \
+        pytest.approx(fp32)

@@ -120,3 +120,46 @@ def test_a_measured_busy_share_decides_and_sets_the_share() -> None:
     assert out["per_iteration_s"].iloc[0] == pytest.approx(0.040 * share)
     assert out["time_low_s"].iloc[0] == pytest.approx(3.0 * share)  # the interval scaled too
     assert out["detail"].iloc[0].startswith("host-bound where measured")
+
+
+def test_a_precision_move_of_a_host_bound_run_keeps_its_host_time_and_adds_autocasts(tmp_path):
+    """Measured at batch 64 in FP32 in 2 ms (its host's time: 49 kernels at 40 µs is 1.96 ms)
+    on a T4: asked in AMP at the same batch on the same GPU, the same host issues the same
+    kernels and autocast's casts: AMP_HOST_FACTOR × 2 ms, however much faster the tensor
+    cores would do the GPU's 16 µs. Asked back from AMP, the host's time shrinks by as much."""
+    import gpuperf_magics as gm
+
+    fp32 = _store(tmp_path / "fp32.sqlite", {64: 2.0}, arch_kernels=KERNELS,
+                  arch_amp=False, arch_tf32_matmul=False, arch_tf32_conv=False)
+    frame = gm.predict_time(fp32, batch_sizes=[64], iterations=100, precision="amp").frame
+    row = frame.iloc[0]
+    assert row["per_iteration_s"] == pytest.approx(hb.AMP_HOST_FACTOR * 2e-3)
+    assert "autocast" in row["detail"] and row["detail"].startswith("host-bound")
+    # Without the precision the measured configuration answers as measured.
+    same = gm.predict_time(fp32, batch_sizes=[64], iterations=100).frame.iloc[0]
+    assert same["per_iteration_s"] == pytest.approx(2e-3)
+
+    amp = _store(tmp_path / "amp.sqlite", {64: 2.6}, arch_kernels=KERNELS, arch_amp=True)
+    back = gm.predict_time(amp, batch_sizes=[64], iterations=100, precision="fp32").frame
+    assert back["per_iteration_s"].iloc[0] == pytest.approx(2.6e-3 / hb.AMP_HOST_FACTOR)
+    assert "leaving autocast" in back["detail"].iloc[0]
+
+
+@pytest.mark.parametrize(("measured", "asked", "factor"), [
+    ("fp32", "fp16", hb.AMP_HOST_FACTOR), ("tf32", "fp16", hb.AMP_HOST_FACTOR),
+    ("fp16", "fp32", 1 / hb.AMP_HOST_FACTOR), ("fp16", "tf32", 1 / hb.AMP_HOST_FACTOR),
+    ("fp32", "tf32", 1.0), ("fp16", "fp16", 1.0), ("fp32", None, 1.0), (None, "fp16", 1.0),
+])
+def test_amp_host_factor_between_precisions(measured, asked, factor) -> None:
+    runs = pd.DataFrame({"precision": [measured]})
+    assert hb.amp_host_factor(runs, asked) == pytest.approx(factor)
+
+
+def test_the_same_gpu_floor_is_the_measured_batch_s_alone() -> None:
+    """A host-bound run at batch 256 (with GPU work in it) is the floor of a precision move
+    at 256 on its GPU, not of batch 8 there (which keeps the network's floor), nor of another
+    GPU."""
+    view = hb._HostView(0.001, [("Tesla T4", 256.0, 0.0025, 0.0, 0.0005)])
+    assert view.floor_on("Tesla T4", 256.0) == pytest.approx(0.0025)
+    assert view.floor_on("Tesla T4", 8.0) == pytest.approx(0.001)
+    assert view.floor_on("A100", 256.0) == pytest.approx(0.001)

@@ -65,6 +65,8 @@ def test_the_magic_and_the_command_take_the_same_options(ip):
     "--epochs 1e300 --samples 1e300",
     "--iterations 1e300",
     "--epochs 1e10 --samples 1e10",
+    "--precision fp8",
+    "--remaining --precision amp",
 ])
 def test_one_mistake_gets_one_message_in_both(ip, store, capsys, options):
     with pytest.raises(UsageError) as caught:
@@ -114,10 +116,11 @@ def test_the_parser_builds_one_job(ip, store):
 
     args = _parser().parse_args(["predict", "cnn", "--batch-size", "16,48", "--epochs", "3",
                                  "--samples", "1000", "--gpu", "T4", "--gpu-count", "2",
-                                 "--set", "depth=50"])
+                                 "--set", "depth=50", "--precision", "bf16"])
     opts = prediction_options.read(args)
     assert opts.job == Job(network="cnn", batch_sizes=[16, 48], epochs=3, samples=1000,
-                           gpus=["T4"], gpu_count=2, settings={"depth": 50})
+                           gpus=["T4"], gpu_count=2, settings={"depth": 50}, precision="amp")
+    assert opts.job.precision == "fp16"  # bf16 and fp16 autocast run at one tensor rate
     assert not opts.remaining
     remaining = prediction_options.read(_parser().parse_args(
         ["predict", "--remaining", "4", "--gpu", "A100 80GB"]))
@@ -185,3 +188,17 @@ def test_suggest_lists_what_to_profile_next_in_both(ip, store, capsys):
         b for b, _, _ in lines]
     with pytest.raises(UsageError, match="--suggest and -w"):
         ip.run_line_magic("predict_time", f"cnn --store {store.path} -w --suggest")
+
+
+@pytest.mark.parametrize(("typed", "kept"), [
+    ("FP32", "fp32"), ("tf32", "tf32"), (" amp ", "fp16"), ("bfloat16", "fp16"),
+    ("mixed", "fp16"), (None, None),
+])
+def test_a_job_s_precision_is_kept_as_its_class(typed, kept):
+    assert gm.Job(precision=typed).precision == kept
+
+
+@pytest.mark.parametrize("bad", ["fp8", "", 16, "int8"])
+def test_a_precision_it_does_not_know_says_which_it_takes(bad):
+    with pytest.raises(gm.PredictionError, match=r"precision takes fp32, tf32 or amp"):
+        gm.Job(precision=bad)

@@ -21,10 +21,12 @@ DETAIL = "from CPU runs by FLOPs and the kernels an iteration launches, rough"
 HOST_BOUND = "from CPU runs, host-bound (its kernel launches outlast the GPU's work), rough"
 
 
-def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
+def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series,
+                     precision: str | None = None) -> pd.DataFrame:
     """One row per configuration (``network, gpu, batch_size, gpu_count, iterations``) with
     ``time_s``, its interval, ``per_iteration_s``, ``kind``, ``detail`` and
-    ``expected_mape``, from the ``arch_*`` figures of the latest CPU run ``latest``.
+    ``expected_mape``, from the ``arch_*`` figures of the latest CPU run ``latest``; in
+    ``precision`` (``"fp16"``: autocast) where given, else as that run ran.
 
     Raises
     ------
@@ -43,6 +45,8 @@ def cpu_to_gpu_table(configs: pd.DataFrame, latest: pd.Series) -> pd.DataFrame:
 
     # The optimizer's class says how many kernels its step launches (roofline.iteration_ops).
     arch = {k: latest[k] for k in latest.index if str(k).startswith("arch_") or k == "optimizer"}
+    if precision is not None:
+        arch["arch_amp"] = precision == "fp16"
     out = []
     for idx, row in configs.iterrows():
         gpu = lookup(row["gpu"])

@@ -36,6 +36,14 @@ this, a run at batch 64 that waited for its host answered batch 256 with four ti
 and a slower GPU with the spec sheets' ratio of the whole time (an H200 run of a
 25.7K-parameter CNN: 46 ms on a T4, where the host alone needs about 2).
 
+At a batch and on a GPU a host-bound run was measured at, the floor is that run's time: the
+same host issues the same kernels as slowly in any precision. And autocast (AMP) costs the host
+time: its casts and its dispatch add to what every iteration issues. The eleven networks of the
+CPU→GPU zoo, host-bound on an H200, took :data:`AMP_HOST_FACTOR` times as long per iteration in
+bf16 or fp16 as in FP32 or TF32 (median of 36 pairs, 0.92-1.85; the fp16 runs' GradScaler
+included), so a move into AMP raises the floor by that factor and a move out of it lowers it
+(``docs/figures/precision_moves.md``).
+
 A row raised to the floor gets an interval of ±:data:`HOST_SPREAD` (hosts differ: the same
 network took 1.96 and 2.39 ms per iteration on two H200 machines) and a ``detail`` that says
 why. Runs without a kernel count (recorded before it, imported tables) change nothing: their
@@ -47,6 +55,8 @@ from __future__ import annotations
 import contextlib
 import math
 from typing import TYPE_CHECKING
+
+from gpuperf_magics.model.roofline import AMP_HOST_FACTOR
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -74,7 +84,7 @@ MOVES = ("extrapolation", "transfer")
 
 
 def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
-                     use_busy: bool = False) -> pd.DataFrame:
+                     use_busy: bool = False, precision: str | None = None) -> pd.DataFrame:
     """``table`` (prediction rows with ``gpu``, ``batch_size``, ``kind``, ``per_iteration_s``,
     ``time_s``, ``time_low_s``, ``time_high_s``, ``detail``, ``expected_mape``) with the host's
     time as the floor of every GPU row, and the moves from a host-bound run scaled by the share
@@ -82,13 +92,16 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
 
     ``use_busy``: take that share from the runs' measured ``device_busy`` where they have it
     (off: on six networks looked at once on an H200 it made batch moves worse, 45% against 20%
-    MAPE; ``benchmarks/host_bound.py`` measures both)."""
+    MAPE; ``benchmarks/host_bound.py`` measures both). ``precision``: the class the rows are
+    asked in (``"fp32"``, ``"tf32"``, ``"fp16"`` for AMP) where not the latest run's; a move
+    into or out of AMP scales the floor by :data:`AMP_HOST_FACTOR`."""
     import numpy as np
     import pandas as pd
 
     host = _HostView.of(runs, use_busy)
     if host is None or table.empty:
         return table
+    factor = amp_host_factor(runs, precision)
     per_it = table["per_iteration_s"].to_numpy(float)
     new = per_it.copy()
     bound = np.zeros(len(table), dtype=bool)
@@ -101,8 +114,9 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
                                     float(batch))
             if share is not None:  # the source was host-bound: only its GPU work moves
                 new[i] = share * per_it[i]
-        bound[i] = new[i] < host.floor
-        new[i] = max(new[i], host.floor)
+        floor = host.floor_on(gpu, float(batch)) * factor
+        bound[i] = new[i] < floor
+        new[i] = max(new[i], floor)
     changed = np.abs(new - per_it) > 1e-12 * np.maximum(per_it, 1e-30)
     if not changed.any():
         return table
@@ -119,8 +133,14 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
         out.loc[floored, "time_high_s"] = time * (1 + HOST_SPREAD)
         out.loc[floored, "expected_mape"] = out.loc[floored, "expected_mape"].clip(
             lower=HOST_SPREAD)
+    why = ("its kernel launches" if factor == 1 else
+           f"its kernel launches, ×{factor:.2g} for {'' if factor > 1 else 'leaving '}"
+           "autocast's casts")
+    floors = pd.Series([_ms(host.floor_on(g, float(b)) * factor) if isinstance(g, str) else ""
+                        for g, b in zip(out.loc[rows, "gpu"], out.loc[rows, "batch_size"],
+                                        strict=True)], index=rows)
     note = pd.Series(np.where(bound[changed], "host-bound: the host needs about "
-                              f"{_ms(host.floor)} per iteration on any GPU (its kernel launches)",
+                              + floors + f" per iteration ({why})",
                               "host-bound where measured: only the GPU's share of the time "
                               "moved"), index=rows)
     out.loc[rows, "detail"] = note + "; " + out.loc[rows, "detail"].astype(str)
@@ -141,6 +161,7 @@ class _HostView:
     def of(cls, runs: pd.DataFrame, use_busy: bool = False) -> _HostView | None:
         import pandas as pd
 
+        from gpuperf_magics.model.inputs import precision_of
         from gpuperf_magics.model.roofline import (
             HOST_KERNEL_S,
             gpu_work_seconds,
@@ -160,7 +181,9 @@ class _HostView:
         arch = {k: latest[k] for k in latest.index
                 if str(k).startswith("arch_") or k == "optimizer"}
         kernels = iteration_ops(arch)["kernels"]
-        issue = kernels * HOST_KERNEL_S
+        # Autocast's casts and dispatch: the host issues an AMP iteration more slowly.
+        amp = precision_of(counted.tail(1))[0] == "fp16"
+        issue = kernels * HOST_KERNEL_S * (AMP_HOST_FACTOR if amp else 1.0)
         t = pd.to_numeric(on_gpu["it_median_s"]).to_numpy(float)
         floor = min(float(t.min()), issue)
         if not (floor > 0 and math.isfinite(floor)):
@@ -183,6 +206,15 @@ class _HostView:
             seen.append((str(run["gpu"]), float(run["batch_size"]), float(ti), fixed, scaled))
         return cls(floor, seen)
 
+    def floor_on(self, gpu: str, batch: float) -> float:
+        """The floor of ``batch`` on ``gpu``: the fastest host-bound run measured there (the
+        same host issuing the same kernels: what a move to another precision keeps), else the
+        network's floor on any GPU. (Not at other batches: a run within HOST_MARGIN of its
+        host time has GPU work in it that a smaller batch does not.)"""
+        bound = [t for g, b, t, fixed, _ in self.runs
+                 if g == gpu and b == batch and not math.isnan(fixed)]
+        return max(self.floor, min(bound)) if bound else self.floor
+
     def share_near(self, gpu: str | None, batch: float) -> float | None:
         """The share of a move's time the GPU's work takes at ``batch``, from the run nearest
         it (log distance) on ``gpu`` (any GPU when None): its fixed work, and its
@@ -196,6 +228,18 @@ class _HostView:
         if math.isnan(fixed) or not b0 > 0:
             return None
         return min((scaled + fixed * b0 / batch) / t0, 1.0)
+
+
+def amp_host_factor(runs: pd.DataFrame, precision: str | None) -> float:
+    """How much more (or less) host time an iteration takes in ``precision`` than the latest
+    run took in its own: :data:`AMP_HOST_FACTOR` into AMP (``"fp16"``), its inverse out of it,
+    else 1 (also where either precision is unknown)."""
+    from gpuperf_magics.model.inputs import precision_of
+
+    measured = precision_of(runs.tail(1))[0] if len(runs) else None
+    if precision is None or measured is None or (precision == "fp16") == (measured == "fp16"):
+        return 1.0
+    return AMP_HOST_FACTOR if precision == "fp16" else 1 / AMP_HOST_FACTOR
 
 
 def _figures(run: pd.Series) -> dict[str, object]:

@@ -45,6 +45,11 @@ AMP_EFFICIENCY = 0.25
 #: Host seconds per kernel a training iteration launches, all the host does for it included
 #: (module docstring): the median over five networks on an H200 host (43 µs), rounded.
 HOST_KERNEL_S = 40e-6
+#: Host time per iteration under autocast (AMP, bf16 or fp16) over the same iteration in FP32
+#: or TF32: its casts and its dispatch. The median of 36 pairs of host-bound runs of the
+#: CPU→GPU zoo on an H200 (1.29; quartiles 1.16 and 1.45; ``benchmarks/precision_moves.py``),
+#: rounded.
+AMP_HOST_FACTOR = 1.3
 #: Kernels per iteration beyond the model's forward and backward: the batch's two copies to the
 #: GPU, the loss (``log_softmax``, ``nll_loss``) and its two gradients.
 ITERATION_KERNELS = 6
@@ -123,8 +128,11 @@ def iteration_ops(architecture: dict[str, Any]) -> dict[str, int]:
 
 def host_seconds(architecture: dict[str, Any]) -> float:
     """Seconds the host takes to issue one iteration: :data:`HOST_KERNEL_S` per kernel it
-    launches (see the module docstring)."""
-    return iteration_ops(architecture)["kernels"] * HOST_KERNEL_S
+    launches (see the module docstring), :data:`AMP_HOST_FACTOR` times that under autocast
+    (``arch_amp``)."""
+    amp = bool(_number(architecture.get("arch_amp")))
+    return iteration_ops(architecture)["kernels"] * HOST_KERNEL_S * (
+        AMP_HOST_FACTOR if amp else 1.0)
 
 
 def gpu_work_seconds(

@@ -41,6 +41,7 @@ SPELLING: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     "settings": (("settings", "settings={FEATURE: VALUE}"),
                  ("--set", "--set FEATURE=VALUE")),
     "coverage": (("coverage", "coverage=C"), ("the coverage", "the coverage")),
+    "precision": (("precision", "precision='amp'"), ("--precision", "--precision amp")),
     "deadline_s": (("deadline_s", "deadline_s=SECONDS"), ("--deadline", "--deadline H:MM")),
     "total_iterations": (("total_iterations", "total_iterations=N"),
                          ("--total-iterations", "--total-iterations N")),
@@ -128,6 +129,22 @@ def _settings(values: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
+#: What ``precision`` takes, as the caller may spell it, and the class each one runs as.
+PRECISIONS = {"fp32": "fp32", "float32": "fp32", "tf32": "tf32", "amp": "fp16",
+              "mixed": "fp16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+              "bf16": "fp16", "bfloat16": "fp16"}
+
+
+def _precision(value: Any) -> str | None:
+    if value is None:
+        return None
+    cls = PRECISIONS.get(value.strip().lower()) if isinstance(value, str) else None
+    if cls is None:
+        raise PredictionError(f"{spell('precision', value=False)} takes fp32, tf32 or amp "
+                              f"(fp16, bf16), e.g. {spell('precision')}; got {value!r}")
+    return cls
+
+
 @dataclass(frozen=True)
 class Job:
     """A training job to answer for: what the what-if questions share.
@@ -162,6 +179,11 @@ class Job:
     deadline_s : float, optional
         Seconds the job may take (offers and the panel mark the cheapest offer meeting it).
         The skins take hours or H:MM (:func:`~gpuperf_magics.prediction.options.parse_deadline`).
+    precision : str, optional
+        The precision of the job's matrix products, if not the one the runs measured:
+        ``"fp32"`` (TF32 off), ``"tf32"``, or ``"amp"`` (autocast to float16 or bfloat16; also
+        spelt ``"fp16"``, ``"bf16"``). Kept as its class: ``"fp32"``, ``"tf32"`` or ``"fp16"``
+        (bfloat16 runs at the FP16 tensor rate).
 
     Raises
     ------
@@ -186,6 +208,7 @@ class Job:
     settings: dict[str, float] = field(default_factory=dict, hash=False)
     coverage: float | None = None
     deadline_s: float | None = None
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         def put(name: str, value: Any) -> None:
@@ -207,6 +230,7 @@ class Job:
                                       error=PredictionError))
         put("gpus", _names(self.gpus))
         put("settings", _settings(self.settings))
+        put("precision", _precision(self.precision))
         if self.coverage is not None:
             c = positive_number(self.coverage, spell("coverage", value=False),
                                 error=PredictionError)

@@ -65,6 +65,9 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                 "(names of gpuperf_magics.gpus(); repeatable). In the magic, put NAME "
                 "before it."}),
     (("--gpu-count",), {"metavar": "N", "help": "GPUs per job (data parallel)."}),
+    (("--precision",), {
+        "metavar": "P", "help": "Precision of the job's matrix products if not the measured "
+        "one: fp32 (TF32 off), tf32, or amp (autocast; fp16 and bf16 run alike)."}),
     (("--set",), {"action": "append", "metavar": "FEATURE=VALUE",
                   "help": "Value of another feature, e.g. depth=50 (repeatable)."}),
     (("--remaining",), {
@@ -245,7 +248,8 @@ def read(args: argparse.Namespace) -> PredictionOptions:
                   iterations=iterations, epochs=epochs, samples=samples,
                   gpus=parse_gpus(_joined(args.gpu)), gpu_count=gpu_count,
                   settings=parse_settings(args.set),
-                  deadline_s=parse_deadline(getattr(args, "deadline", None)))
+                  deadline_s=parse_deadline(getattr(args, "deadline", None)),
+                  precision=args.precision)
         suggest = bool(getattr(args, "suggest", False))
         if args.remaining is None:
             return PredictionOptions(job, suggest=suggest)

@@ -181,8 +181,8 @@ def predict_time(store: Any = None, job: Job | str | None = None, *,
     configs = _configurations(runs, devices, batch_sizes, job, features, notes)
     if also:
         configs = _also(configs, runs, also, job, features, notes)
-    frame = memory_columns(_ask(fitted, runs, configs, measured_gpu, job.interval_coverage),
-                           runs)
+    frame = memory_columns(_ask(fitted, runs, configs, measured_gpu, job.interval_coverage,
+                                job.precision), runs)
     for note in monotone_in_batch(frame, ["gpu", "gpu_count", *features]):
         _note(notes, note)
     frame.attrs["set_columns"] = sorted(job.settings)
@@ -264,9 +264,12 @@ def _also(configs: pd.DataFrame, runs: pd.DataFrame, also: Sequence[tuple[str, i
 
 
 def _ask(fitted: StoreModel, runs: pd.DataFrame, configs: pd.DataFrame,
-         measured_gpu: str | None, coverage: float) -> pd.DataFrame:
+         measured_gpu: str | None, coverage: float, precision: str | None = None
+         ) -> pd.DataFrame:
     """The configurations with their predicted times: from the fitted model on the measured
-    kind of device, from the FLOPs estimate for GPUs when only the CPU was measured."""
+    kind of device, from the FLOPs estimate for GPUs when only the CPU was measured;
+    ``precision`` (a class of :data:`~.job.PRECISIONS`): the job's, where not as measured
+    (a move between precisions on one GPU is a move between devices to the model)."""
     import pandas as pd
 
     from gpuperf_magics.model.cpu_to_gpu import cpu_to_gpu_table
@@ -281,8 +284,8 @@ def _ask(fitted: StoreModel, runs: pd.DataFrame, configs: pd.DataFrame,
         for col in ("arch_params", "arch_dtype"):
             if col not in asked.columns and col in runs.columns and pd.notna(runs[col].iloc[-1]):
                 asked = asked.assign(**{col: runs[col].iloc[-1]})
-        if fitted.precision is not None:
-            asked = asked.assign(precision=fitted.precision)
+        if precision is not None or fitted.precision is not None:
+            asked = asked.assign(precision=precision or fitted.precision)
         try:
             if fitted.steady_state:
                 one = fitted.model.predict_table(asked.assign(iterations=1), coverage=coverage)
@@ -295,10 +298,10 @@ def _ask(fitted: StoreModel, runs: pd.DataFrame, configs: pd.DataFrame,
         parts.append(one)
     if (~on_model).any():
         try:
-            parts.append(cpu_to_gpu_table(configs.loc[~on_model], runs.iloc[-1]))
+            parts.append(cpu_to_gpu_table(configs.loc[~on_model], runs.iloc[-1], precision))
         except ValueError as exc:
             raise PredictionError(str(exc)) from exc
     table = pd.concat(parts).loc[configs.index]
     # A network that waits for its host on the GPU it was measured on waits as long on any.
     return apply_host_floor(pd.concat([configs.drop(columns=["network"]), table], axis=1),
-                            runs)
+                            runs, precision=precision)
