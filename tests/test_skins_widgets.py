@@ -470,7 +470,7 @@ def test_the_panel_says_what_to_measure_next_beside_the_interval(tmp_path, monke
     store = _two_batches(tmp_path / "runs.sqlite")
     panel = what_if(store, iterations=1000, batch_sizes=[512])
     line = panel.measure_next
-    listed = with_suggestions(gm.predict_time(store, panel.job()), store).advice
+    listed = with_suggestions(real(store, panel.job()), store).advice
     assert line is not None and line == next(a for a in listed if a.startswith("profile batch"))
     assert re.fullmatch(r"profile batch (64|128|256|512) next: ±\d+% → ±\d+%, about .+", line)
     assert f"{display.MEASURE_NEXT}: {line}" in panel.text
@@ -530,3 +530,29 @@ def test_a_batch_beyond_the_devices_memory_is_not_suggested_in_the_panel(tmp_pat
     assert re.match(r"profile batch (64|128) next: ", line)
     assert line.endswith("; not suggested for memory: batch 256, 512 (from about 17.0 GiB; "
                          "the T4 has 16.0, 10% of it kept back)")
+
+
+def test_the_precision_control_asks_the_job_in_that_precision(imported, monkeypatch):
+    """Opened with precision="amp", the control shows AMP and the job asks it; each change of
+    the control predicts once, and "as measured" asks none."""
+    from gpuperf_magics.prediction import predict
+
+    asked = []
+    real = predict.predict_time
+
+    def spy(store, job=None, **fields):
+        asked.append(job)
+        return real(store, job, **fields)
+
+    monkeypatch.setattr(predict, "predict_time", spy)
+    panel = what_if(imported, iterations=1000, precision="amp")
+    assert panel.precision.value == "fp16" and panel.job().precision == "fp16"
+    assert "(FP16)" in panel.text  # the T4 row moved to its AMP device
+    panel.instances.value = ()
+    asked.clear()
+    panel.precision.value = ""
+    assert len(asked) == 1 and asked[0].precision is None
+    assert panel.job().precision is None and "(FP16)" not in panel.text
+    asked.clear()
+    panel.precision.value = "tf32"
+    assert len(asked) == 1 and asked[0].precision == "tf32"

@@ -137,7 +137,7 @@ def predict_time(store: Any = None, job: Job | str | None = None, *,
     **fields
         Fields of a :class:`~gpuperf_magics.prediction.job.Job` (``batch_sizes``,
         ``iterations``, ``epochs``, ``samples``, ``gpus``, ``gpu_count``, ``settings``,
-        ``coverage``), over those of ``job``.
+        ``coverage``, ``precision``), over those of ``job``.
     also : sequence of (gpu, gpu_count, batch_size), optional
         More configurations answered in the same call, after the job's rows (their number is
         ``frame.attrs["also_rows"]``): what the what-if panel asks for its offers, so that
@@ -158,6 +158,7 @@ def predict_time(store: Any = None, job: Job | str | None = None, *,
     --------
     >>> gm.predict_time("runs.sqlite", batch_sizes=[64, 256], epochs=90,
     ...                 gpus=["A100 80GB"])  # doctest: +SKIP
+    >>> gm.predict_time("runs.sqlite", precision="amp")  # in AMP  # doctest: +SKIP
     """
     job = Job.of(job, **fields)
     from gpuperf_magics.model.monotone import monotone_in_batch

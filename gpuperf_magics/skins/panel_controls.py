@@ -36,6 +36,9 @@ _BOUNDS: dict[str, tuple[float, float]] = {
     "samples": (1, 10**12),
     "deadline_h": (0.001, 1_000_000),
 }
+#: The precision control's entries: (label, the class a Job keeps; "" for as measured).
+PRECISION_CHOICES = [("as measured", ""), ("FP32 (TF32 off)", "fp32"), ("TF32", "tf32"),
+                     ("AMP (fp16 / bf16)", "fp16")]
 #: The measured device's entry when the runs were on the CPU.
 CPU_LABEL = "this CPU (measured)"
 #: CSS class of the saved answer shown when the widgets cannot render.
@@ -113,7 +116,7 @@ class PanelControls:
     def _build_controls(
         self, networks: list[str], first: str, price_table: Any, *, batch_size: int | None,
         epochs: float | None, samples: int | None, iterations: int | None,
-        gpu_count: int | None, deadline_h: float | None,
+        gpu_count: int | None, deadline_h: float | None, precision: str | None = None,
     ) -> None:
         """Create the controls with their starting values (nothing observed yet)."""
         import ipywidgets as w
@@ -154,6 +157,9 @@ class PanelControls:
         low, high = _BOUNDS["gpu_count"]
         self.gpu_count = w.BoundedIntText(value=gpu_count or 1, min=low, max=high,
                                           description="GPUs", style=style, layout=layout)
+        # "" is "as measured": a Dropdown's None means no selection, not a value.
+        self.precision = w.Dropdown(options=PRECISION_CHOICES, value=precision or "",
+                                    description="precision", style=style, layout=layout)
         self.features: dict[str, Any] = {}
         self._feature_box = w.VBox()
         self.result = w.HTML()
@@ -172,7 +178,7 @@ class PanelControls:
                                            style=style, layout=layout)
         for control in (self.network, self.batch_size, self.length, self.epochs,
                         self.samples, self.iterations, self.gpu, self.gpu_count,
-                        self.deadline):
+                        self.precision, self.deadline):
             control.tooltip = control.description  # the whole label, were it ever cut
         self.plot = w.Output()
         self.offers_view = w.HTML()
@@ -185,7 +191,7 @@ class PanelControls:
         self.length.observe(self._length_changed, names="value")
         self.network.observe(self._network_changed, names="value")
         for control in (self.batch_size, self.epochs, self.samples, self.iterations, self.gpu,
-                        self.gpu_count, self.instances, self.deadline):
+                        self.gpu_count, self.precision, self.instances, self.deadline):
             control.observe(self._update, names="value")
 
     def _lay_out(self) -> None:
@@ -195,7 +201,7 @@ class PanelControls:
         self._show_length()
         controls = w.VBox([self.network, self.batch_size, self.length, self.epochs,
                            self.samples, self.iterations, self.gpu, self.gpu_count,
-                           self._feature_box, self.instances, self.deadline])
+                           self.precision, self._feature_box, self.instances, self.deadline])
         # A notebook reopened without a kernel cannot draw the widgets; the answer is then
         # shown by a plain output next to them (see _ipython_display_), which this style,
         # present only while the widgets render, hides.
@@ -242,7 +248,7 @@ class PanelControls:
             settings={k: v.value for k, v in self.features.items()},
             coverage=self._opening.coverage,
             deadline_s=self.deadline.value * 3600 if self.deadline.value else None,
-            **self._length())
+            precision=self.precision.value or None, **self._length())
 
     def _view_counted(self, change: Any) -> None:
         """A view of the widgets appeared or went. One that no display of ours made is a

@@ -1,18 +1,18 @@
 """The what-if panel: ipywidgets controls over :func:`~gpuperf_magics.predict_time`.
 
 ``%predict_time --widget`` (or :func:`what_if`) shows a batch size, a job length (epochs ×
-samples per epoch, or iterations), a GPU and a GPU count, plus a control per numeric feature of
-the store; the panel opens at a :class:`~gpuperf_magics.prediction.job.Job`'s values. Every
-change predicts once, with the fitted model cached (no refit): the prediction over the
-plot's batch sizes, whose row at the chosen batch size and GPU is the answer, shown by the
-display code of ``%predict_time`` (:mod:`gpuperf_magics.prediction.display`) with the notes on
-what it assumes; a plot of the job's time against batch size (measured points marked, the
-interval as a band, extrapolation dashed); a "measure next" line under the interval (the
-batch worth profiling next, :mod:`~gpuperf_magics.prediction.suggestions`, asked of the
-cached model); and the offers table of
-:func:`gpuperf_magics.offers` (job time and cost per priced instance, a deadline picking the
-cheapest that meets it), whose rows the same prediction answers (``also=``). An error
-inside a callback is shown in the panel and logged, never lost in the kernel's log.
+samples per epoch, or iterations), a GPU, a GPU count and a precision (as measured, FP32, TF32
+or AMP), plus a control per numeric feature of the store; the panel opens at a
+:class:`~gpuperf_magics.prediction.job.Job`'s values. Every change predicts once, with the
+fitted model cached (no refit): the prediction over the plot's batch sizes, whose row at the
+chosen batch size and GPU is the answer, shown by the display code of ``%predict_time``
+(:mod:`gpuperf_magics.prediction.display`) with the notes on what it assumes; a plot of the
+job's time against batch size (measured points marked, the interval as a band, extrapolation
+dashed); a "measure next" line under the interval (the batch worth profiling next,
+:mod:`~gpuperf_magics.prediction.suggestions`, asked of the cached model); and the offers table
+of :func:`gpuperf_magics.offers` (job time and cost per priced instance, a deadline picking the
+cheapest that meets it), whose rows the same prediction answers (``also=``). An error inside a
+callback is shown in the panel and logged, never lost in the kernel's log.
 """
 
 from __future__ import annotations
@@ -158,7 +158,8 @@ class WhatIfPanel(PanelControls):
         self._quiet = True  # no prediction while the controls are being set up
         self._build_controls(list(dict.fromkeys(all_runs["network"])), first, price_table,
                              batch_size=batch_size, epochs=epochs, samples=samples,
-                             iterations=iterations, gpu_count=gpu_count, deadline_h=deadline_h)
+                             iterations=iterations, gpu_count=gpu_count, deadline_h=deadline_h,
+                             precision=job.precision)
         self._load_network(first, opening=True, batch_size=batch_size, samples=samples,
                            gpu_count=gpu_count)
         self._observe()
