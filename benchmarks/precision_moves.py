@@ -22,7 +22,7 @@ moves with the batch, docs/figures/gpu_check.md); at batch 1024 the CNNs, the Vi
 are bound by the GPU, the MLPs and recurrent networks still by the host. The runs labelled
 ``default`` (PyTorch's: TF32 for convolutions only) are not used: each was its network's first
 run in the process and read up to 1.7× slower than the same settings run later (``tf32`` for
-the CNNs), see the figure page.
+the CNNs), docs/figures/gpu_check.md ("Sixth run").
 """
 
 from __future__ import annotations

@@ -151,15 +151,19 @@ def test_a_precision_move_of_a_host_bound_run_keeps_its_host_time_and_adds_autoc
     ("fp32", "tf32", 1.0), ("fp16", "fp16", 1.0), ("fp32", None, 1.0), (None, "fp16", 1.0),
 ])
 def test_amp_host_factor_between_precisions(measured, asked, factor) -> None:
-    runs = pd.DataFrame({"precision": [measured]})
-    assert hb.amp_host_factor(runs, asked) == pytest.approx(factor)
+    assert hb.between(measured, asked) == pytest.approx(factor)
 
 
-def test_the_same_gpu_floor_is_the_measured_batch_s_alone() -> None:
+def test_the_same_configuration_s_floor_is_its_own_run_s_in_the_asked_precision() -> None:
     """A host-bound run at batch 256 (with GPU work in it) is the floor of a precision move
-    at 256 on its GPU, not of batch 8 there (which keeps the network's floor), nor of another
-    GPU."""
-    view = hb._HostView(0.001, [("Tesla T4", 256.0, 0.0025, 0.0, 0.0005)])
-    assert view.floor_on("Tesla T4", 256.0) == pytest.approx(0.0025)
-    assert view.floor_on("Tesla T4", 8.0) == pytest.approx(0.001)
-    assert view.floor_on("A100", 256.0) == pytest.approx(0.001)
+    of that configuration, each run scaled from its own precision; not of batch 8, another GPU
+    count or another GPU."""
+    t4 = {"gpu": "Tesla T4", "batch_size": 256.0, "gpu_count": 1}
+    view = hb._HostView(0.001, [], [(t4, "fp32", 0.0025), (t4, "fp16", 0.0028)], "fp32")
+    row = pd.Series(t4)
+    # In AMP: the AMP run itself (2.8 ms), not the FP32 run times the factor (3.25 ms).
+    assert view.same_floor(row, "fp16") == pytest.approx(0.0028)
+    # In FP32: the lower of the two (a floor is the least the host was seen to need).
+    assert view.same_floor(row, "fp32") == pytest.approx(0.0028 / hb.AMP_HOST_FACTOR)
+    for other in ({"batch_size": 8.0}, {"gpu_count": 4}, {"gpu": "A100"}):
+        assert view.same_floor(pd.Series({**t4, **other}), "fp32") == 0.0

@@ -39,10 +39,11 @@ and a slower GPU with the spec sheets' ratio of the whole time (an H200 run of a
 At a batch and on a GPU a host-bound run was measured at, the floor is that run's time: the
 same host issues the same kernels as slowly in any precision. And autocast (AMP) costs the host
 time: its casts and its dispatch add to what every iteration issues. The eleven networks of the
-CPU→GPU zoo, host-bound on an H200, took :data:`AMP_HOST_FACTOR` times as long per iteration in
-bf16 or fp16 as in FP32 or TF32 (median of 36 pairs, 0.92-1.85; the fp16 runs' GradScaler
-included), so a move into AMP raises the floor by that factor and a move out of it lowers it
-(``docs/figures/precision_moves.md``).
+CPU→GPU zoo measured on an H200 give 36 pairs where the FP32 and TF32 runs were host-bound
+(seven networks, nine network and batch pairs; not the recurrent ones, whose cuDNN kernels the
+count misses): in bf16 or fp16 they took :data:`AMP_HOST_FACTOR` times as long per iteration
+(median; 0.92-1.85; the fp16 runs' GradScaler included), so a move into AMP raises the floor
+by that factor and a move out of it lowers it (``docs/figures/precision_moves.md``).
 
 A row raised to the floor gets an interval of ±:data:`HOST_SPREAD` (hosts differ: the same
 network took 1.96 and 2.39 ms per iteration on two H200 machines) and a ``detail`` that says
@@ -101,7 +102,9 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
     host = _HostView.of(runs, use_busy)
     if host is None or table.empty:
         return table
-    factor = amp_host_factor(runs, precision)
+    asked = precision or host.precision
+    factor = between(host.precision, asked)
+    floors = np.full(len(table), np.nan)
     per_it = table["per_iteration_s"].to_numpy(float)
     new = per_it.copy()
     bound = np.zeros(len(table), dtype=bool)
@@ -114,7 +117,8 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
                                     float(batch))
             if share is not None:  # the source was host-bound: only its GPU work moves
                 new[i] = share * per_it[i]
-        floor = host.floor_on(gpu, float(batch)) * factor
+        floor = max(host.floor * factor, host.same_floor(table.iloc[i], asked))
+        floors[i] = floor
         bound[i] = new[i] < floor
         new[i] = max(new[i], floor)
     changed = np.abs(new - per_it) > 1e-12 * np.maximum(per_it, 1e-30)
@@ -136,11 +140,9 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
     why = ("its kernel launches" if factor == 1 else
            f"its kernel launches, ×{factor:.2g} for {'' if factor > 1 else 'leaving '}"
            "autocast's casts")
-    floors = pd.Series([_ms(host.floor_on(g, float(b)) * factor) if isinstance(g, str) else ""
-                        for g, b in zip(out.loc[rows, "gpu"], out.loc[rows, "batch_size"],
-                                        strict=True)], index=rows)
+    needs = pd.Series([_ms(f) for f in floors[changed]], index=rows)
     note = pd.Series(np.where(bound[changed], "host-bound: the host needs about "
-                              + floors + f" per iteration ({why})",
+                              + needs + f" per iteration ({why})",
                               "host-bound where measured: only the GPU's share of the time "
                               "moved"), index=rows)
     out.loc[rows, "detail"] = note + "; " + out.loc[rows, "detail"].astype(str)
@@ -151,11 +153,18 @@ class _HostView:
     """A network's GPU runs seen from the host: the floor and each run's GPU work."""
 
     def __init__(self, floor: float, runs: list[tuple[str, float, float, float, float]] | None
-                 = None) -> None:
+                 = None, same: list[tuple[dict[str, object], str | None, float]] | None = None,
+                 precision: str | None = None) -> None:
         self.floor = floor
         #: (gpu, batch, seconds per iteration, the GPU's fixed and batch-proportional work in
         #: it); the work is NaN where the run was not host-bound.
         self.runs = runs or []
+        #: The host-bound runs: (their configuration: gpu, batch size, GPU count and the
+        #: store's features; their precision class; seconds per iteration).
+        self.same = same or []
+        #: The precision class of the latest run with a kernel count (that :attr:`floor` is
+        #: judged in).
+        self.precision = precision
 
     @classmethod
     def of(cls, runs: pd.DataFrame, use_busy: bool = False) -> _HostView | None:
@@ -182,14 +191,17 @@ class _HostView:
                 if str(k).startswith("arch_") or k == "optimizer"}
         kernels = iteration_ops(arch)["kernels"]
         # Autocast's casts and dispatch: the host issues an AMP iteration more slowly.
-        amp = precision_of(counted.tail(1))[0] == "fp16"
-        issue = kernels * HOST_KERNEL_S * (AMP_HOST_FACTOR if amp else 1.0)
+        measured = precision_of(counted.tail(1))[0]
+        issue = kernels * HOST_KERNEL_S * (AMP_HOST_FACTOR if measured == "fp16" else 1.0)
         t = pd.to_numeric(on_gpu["it_median_s"]).to_numpy(float)
         floor = min(float(t.min()), issue)
         if not (floor > 0 and math.isfinite(floor)):
             return None
-        seen = []
-        for (_, run), ti in zip(on_gpu.iterrows(), t, strict=True):
+        seen, same = [], []
+        keys = ["gpu", "batch_size", "gpu_count",
+                *[c for c in runs.attrs.get("feature_columns", []) if c in on_gpu.columns]]
+        precisions = precision_of(on_gpu)
+        for (_, run), ti, prec in zip(on_gpu.iterrows(), t, precisions, strict=True):
             fixed = scaled = math.nan
             busy = (pd.to_numeric(pd.Series([run.get("device_busy")]), errors="coerce").iloc[0]
                     if use_busy else math.nan)
@@ -204,16 +216,19 @@ class _HostView:
                 if work is not None and work >= 0:
                     fixed, scaled = 0.0, min(work, ti)
             seen.append((str(run["gpu"]), float(run["batch_size"]), float(ti), fixed, scaled))
-        return cls(floor, seen)
+            if not math.isnan(fixed):
+                same.append(({k: run.get(k) for k in keys}, prec, float(ti)))
+        return cls(floor, seen, same, measured)
 
-    def floor_on(self, gpu: str, batch: float) -> float:
-        """The floor of ``batch`` on ``gpu``: the fastest host-bound run measured there (the
-        same host issuing the same kernels: what a move to another precision keeps), else the
-        network's floor on any GPU. (Not at other batches: a run within HOST_MARGIN of its
-        host time has GPU work in it that a smaller batch does not.)"""
-        bound = [t for g, b, t, fixed, _ in self.runs
-                 if g == gpu and b == batch and not math.isnan(fixed)]
-        return max(self.floor, min(bound)) if bound else self.floor
+    def same_floor(self, row: pd.Series, precision: str | None) -> float:
+        """The floor of the configuration ``row`` (its ``gpu``, ``batch_size``, ``gpu_count``
+        and features) in ``precision``: the fastest host-bound run of that very configuration,
+        each scaled from its own precision (:func:`between`), as the same host issues the same
+        kernels; 0 where none was measured. (Not at other batches, counts or feature values: a
+        run within HOST_MARGIN of its host time has GPU work in it that they change.)"""
+        times = [t * between(prec, precision) for config, prec, t in self.same
+                 if all(_same(row.get(k), v) for k, v in config.items())]
+        return min(times) if times else 0.0
 
     def share_near(self, gpu: str | None, batch: float) -> float | None:
         """The share of a move's time the GPU's work takes at ``batch``, from the run nearest
@@ -230,16 +245,25 @@ class _HostView:
         return min((scaled + fixed * b0 / batch) / t0, 1.0)
 
 
-def amp_host_factor(runs: pd.DataFrame, precision: str | None) -> float:
-    """How much more (or less) host time an iteration takes in ``precision`` than the latest
-    run took in its own: :data:`AMP_HOST_FACTOR` into AMP (``"fp16"``), its inverse out of it,
-    else 1 (also where either precision is unknown)."""
-    from gpuperf_magics.model.inputs import precision_of
-
-    measured = precision_of(runs.tail(1))[0] if len(runs) else None
-    if precision is None or measured is None or (precision == "fp16") == (measured == "fp16"):
+def between(measured: str | None, asked: str | None) -> float:
+    """How much more (or less) host time an iteration takes in precision class ``asked`` than
+    in ``measured``: :data:`AMP_HOST_FACTOR` into AMP (``"fp16"``), its inverse out of it, else
+    1 (also where either is unknown)."""
+    if asked is None or measured is None or (asked == "fp16") == (measured == "fp16"):
         return 1.0
-    return AMP_HOST_FACTOR if precision == "fp16" else 1 / AMP_HOST_FACTOR
+    return AMP_HOST_FACTOR if asked == "fp16" else 1 / AMP_HOST_FACTOR
+
+
+def _same(a: object, b: object) -> bool:
+    """Whether two configuration values are one (numbers by value, missing alike)."""
+    import pandas as pd
+
+    if a is None or b is None or (not isinstance(a, str) and pd.isna(a)):
+        return (a is None or pd.isna(a)) and (b is None or pd.isna(b))
+    try:
+        return float(a) == float(b)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(a) == str(b)
 
 
 def _figures(run: pd.Series) -> dict[str, object]:

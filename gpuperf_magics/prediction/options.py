@@ -257,7 +257,7 @@ def read(args: argparse.Namespace) -> PredictionOptions:
             raise PredictionError("--suggest ranks what to profile next for a prediction, not "
                                   "for --remaining: drop one of the two")
         job.refuse_but(REMAINING_FIELDS, "--remaining", why="the run says its network, "
-                       "batch size and job length (give --gpu NAME to move it)")
+                       "batch size, precision and job length (give --gpu NAME to move it)")
         run_id = None
         if args.remaining != "latest":
             try:

@@ -179,8 +179,8 @@ def remaining_time(
 
     job = Job.of(job, **fields)
     job.refuse_but(REMAINING_FIELDS, spell("remaining", value=False),
-                   why=f"the run says its network, batch size and job length (give "
-                       f"{spell('gpus')} to move it)")
+                   why=f"the run says its network, batch size, precision and job length "
+                       f"(give {spell('gpus')} to move it)")
     if job.gpus is not None and len(job.gpus) > 1:
         raise PredictionError(f"{spell('remaining', value=False)} moves the job to one GPU: "
                               f"give one in {spell('gpus', value=False)}")
