@@ -21,6 +21,12 @@ Targets: 1,000 configurations in at most 2 s, 10,000 in at most 15 s. ``--shape 
 times another checkout (``git archive main | tar -x -C DIR``) alternately with this one, in one
 run (``--repeats`` fits each), so that the ratio is measured under one load.
 
+Processes: ``--jobs`` fits the same shape (300, 1,000 and 10,000 configurations) in one
+process and on every core (``TrainingTimeModel(n_jobs=-1)``: the networks are validated in
+joblib's worker processes, ``model.parallel``), twice, in one fresh process per size: the first
+parallel fit starts the workers, the second finds them started. Wall seconds, and whether the
+answers are identical (they must be).
+
 Anchor: ``--anchor`` fits the anchored model of one network (``model.anchored``) on 2,000,
 5,000 and 14,000 configurations of batch × image size × channels × GPU, one row each, in a
 fresh child process per size: seconds and the peak memory the fit added. Its kernel's
@@ -155,7 +161,7 @@ def _zoo(configs: int, networks: int = 15, gpus: int = 4,
 def _shape_child(configs: int) -> None:
     x, y = _zoo(configs)
     start, cpu = time.perf_counter(), time.process_time()
-    TrainingTimeModel().fit(x, y)
+    TrainingTimeModel(n_jobs=1).fit(x, y)  # one process: CPU seconds say the work
     took, cpu = time.perf_counter() - start, time.process_time() - cpu
     series = x.groupby(["network", "gpu"]).ngroups
     print(f"{len(x)},{series},{took:.2f},{cpu:.2f}")
@@ -197,6 +203,41 @@ def shape(before: str | None = None, repeats: int = 1) -> None:
         ratio = (np.median([t[1] for t in times["after"]])
                  / np.median([t[1] for t in times["before"]]))
         print(f"| {rows:,} | {' | '.join(cells)} | {ratio:.2f} |")
+
+
+def _jobs_child(configs: int) -> None:
+    """One process: a fit validating in this process, then two on every core (the first
+    starts joblib's workers, the second finds them started); wall seconds of each, and
+    whether the answers are identical."""
+    x, y = _zoo(configs)
+    query = pd.concat([x.iloc[::7], x.iloc[::11].assign(batch_size=x["batch_size"] * 3),
+                       x.iloc[::13].assign(gpu="NVIDIA A100-SXM4-40GB")], ignore_index=True)
+    took, tables = [], []
+    for n_jobs in (1, -1, -1):
+        start = time.perf_counter()
+        model = TrainingTimeModel(n_jobs=n_jobs).fit(x, y)
+        took.append(time.perf_counter() - start)
+        tables.append(model.predict_table(query))
+    same = all(tables[0][c].equals(t[c]) for t in tables[1:] for c in tables[0].columns)
+    print(f"{len(x)},{took[0]:.2f},{took[1]:.2f},{took[2]:.2f},{same}")
+
+
+def jobs() -> None:
+    """The fit in one process against every core (``n_jobs``), in a fresh process per size."""
+    from joblib import cpu_count
+
+    print(f"cores: {cpu_count()}; load average before: "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print("| configurations | one process: s | every core, first fit: s | every core, next fit: s "
+          "| first ÷ one | next ÷ one | answers identical |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for n in (300, 1_000, 10_000):
+        out = subprocess.run([sys.executable, __file__, "--jobs-child", str(n)],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        rows, one, first, warm, same = out.splitlines()[-1].split(",")
+        one_s, first_s, warm_s = float(one), float(first), float(warm)
+        print(f"| {int(rows):,} | {one_s:.1f} | {first_s:.1f} | {warm_s:.1f} | "
+              f"{first_s / one_s:.2f} | {warm_s / one_s:.2f} | {same} |")
 
 
 def _scale_child(n: int) -> None:
@@ -278,6 +319,8 @@ def main() -> None:
                         help="only the fit time on tables of a public CNN set's shape")
     parser.add_argument("--anchor", action="store_true",
                         help="only the anchored model of one network of many configurations")
+    parser.add_argument("--jobs", action="store_true",
+                        help="only the shape fit in one process against every core (n_jobs)")
     parser.add_argument("--before", metavar="DIR",
                         help="with --shape or --anchor: time another checkout (e.g. a git archive of main) "
                              "alternately with this one, in one run")
@@ -286,7 +329,14 @@ def main() -> None:
     parser.add_argument("--scale-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--shape-child", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--anchor-child", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--jobs-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.jobs_child:
+        _jobs_child(args.jobs_child)
+        return
+    if args.jobs:
+        jobs()
+        return
     if args.scale_child:
         _scale_child(args.scale_child)
         return

@@ -41,6 +41,7 @@ from gpuperf_magics.model.local import (
     route,
 )
 from gpuperf_magics.model.monotone import MEASURED
+from gpuperf_magics.model.parallel import Refitter, validate_all, workers
 from gpuperf_magics.model.series import SeriesIndex, network_index, query_arrays
 from gpuperf_magics.model.validation import (
     DEFAULT_METHOD,
@@ -48,7 +49,6 @@ from gpuperf_magics.model.validation import (
     Move,
     choose,
     subset,
-    validate,
 )
 
 #: Kind of prediction (the column ``kind``) of each kind of move: the kind whose public figure
@@ -102,6 +102,10 @@ class DefaultModel(GlobalModel):
     evidence : EvidenceBase, optional
         Public evidence of GPU moves instead of the shipped base (:mod:`~.evidence`; the
         benchmark passes one built without the GPU or network it holds out).
+    n_jobs : int, optional
+        Processes the networks are validated in (:mod:`~.parallel`; the answers are the same
+        whatever it is): joblib's meaning (1: this one, -1: every core), None: every core
+        from :data:`~.parallel.PARALLEL_FROM` configurations, else this one.
 
     Attributes
     ----------
@@ -129,6 +133,7 @@ class DefaultModel(GlobalModel):
         random_state: int = 0,
         gpu_moves: dict[str, GpuMove] | None = None,
         evidence: EvidenceBase | None = None,
+        n_jobs: int | None = None,
     ) -> None:
         self.k_max = k_max
         self.coverage = coverage
@@ -137,6 +142,7 @@ class DefaultModel(GlobalModel):
         self.random_state = random_state
         self.gpu_moves = gpu_moves
         self.evidence = evidence
+        self.n_jobs = n_jobs
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X: Any, y: Any) -> DefaultModel:
@@ -179,6 +185,7 @@ class DefaultModel(GlobalModel):
                                  ignore_index=True))
         public = self.evidence if self.evidence is not None else (
             shipped_evidence() if self.public_data else empty_base())
+        jobs = []
         for net in self.networks_:
             mine = np.flatnonzero(nets == net)
             # The network's configuration medians, for refits of the cross-series model.
@@ -186,7 +193,12 @@ class DefaultModel(GlobalModel):
             position = np.searchsorted(mine, first[agg_rows])
             loc = self.local_[net]
             loc.evidence = EvidenceMove(own, public, loc.move, net)
-            self._fit_local(loc, (net, prep_agg, medians, agg_rows, position))
+            jobs.append((loc, (net, prep_agg, medians, agg_rows, position)))
+        n_workers = workers(self.n_jobs, len(first), len(jobs))
+        refitter = Refitter(self._settings(), self.random_state, self.coverage)
+        for (loc, _), (tasks, buckets) in zip(
+                jobs, validate_all(refitter, jobs, n_workers), strict=True):
+            self._choose_moves(loc, tasks, buckets)
         # The evidence move's validated residuals per bucket, pooled over the networks: a
         # network measured on one GPU is moved with the errors the others' moves made.
         pooled: dict[str, list[np.ndarray]] = {}
@@ -222,8 +234,10 @@ class DefaultModel(GlobalModel):
             return super()._transfer_error(net)
         return local.moves["transfer"].mape
 
-    def _fit_local(self, local: _Local, medians: tuple[Any, ...]) -> None:
-        tasks, buckets = validate(self, local, medians)
+    @staticmethod
+    def _choose_moves(local: _Local, tasks: dict[str, list[dict[str, float]]],
+                      buckets: dict[str, list[float]]) -> None:
+        """Each kind of move's method and residuals, from its validated moves."""
         local.buckets = {b: np.sort(np.array(v)) for b, v in buckets.items()}
         for key, entries in tasks.items():
             local.moves[key] = choose(key, entries, local.move)

@@ -52,6 +52,11 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
     evidence : EvidenceBase, optional
         Public evidence of GPU moves to use instead of the shipped base (``"default"`` only;
         see :mod:`gpuperf_magics.model.evidence`).
+    n_jobs : int, optional
+        Processes the fit validates the networks in (``"default"`` only; the answers are the
+        same whatever it is): 1 this one, -1 every core (joblib's meaning); None: every core
+        from 1,000 configurations of several networks, else this one
+        (:mod:`gpuperf_magics.model.parallel`).
 
     Attributes
     ----------
@@ -83,6 +88,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         random_state: int = 0,
         gpu_moves: dict[str, GpuMove] | None = None,
         evidence: EvidenceBase | None = None,
+        n_jobs: int | None = None,
     ) -> None:
         self.method = method
         self.k_max = k_max
@@ -93,6 +99,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.gpu_moves = gpu_moves
         self.evidence = evidence
+        self.n_jobs = n_jobs
 
     def fit(self, X: Any, y: Any) -> TrainingTimeModel:
         """Fit the chosen estimator.
@@ -117,7 +124,8 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         else:
             est = DefaultModel(k_max=self.k_max, coverage=self.coverage, ignore=self.ignore,
                                public_data=self.public_data, random_state=self.random_state,
-                               gpu_moves=self.gpu_moves, evidence=self.evidence)
+                               gpu_moves=self.gpu_moves, evidence=self.evidence,
+                               n_jobs=self.n_jobs)
         self.estimator_ = est.fit(X, y)
         self.latest_device_ = latest_device(X)
         self.iteration_noise_ = iteration_noise(X)  # what a profiling run of each costs
