@@ -83,3 +83,24 @@ def test_gpu_scenarios_read_the_evidence_bucket_from_the_detail():
     assert bucket_of("...: 3 workloads measured on both, few alike") == "weak"
     assert bucket_of("...: 12 workloads measured on both") == "direct"
     assert bucket_of("batch_size 64 between measured 32–128") == "other"
+
+
+def test_batch_reach_counts_the_reach_in_measured_spacings_and_scores_each_asked_row():
+    """benchmarks/batch_reach.py on one synthetic series (time per iteration 0.01 + 1e-4 ×
+    batch, no noise): measured 8 and 16 (k = 2) or 8, 16 and 32 (k = 3), every larger batch
+    asked, its reach in the last measured spacing (a doubling)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "batch_reach.py"
+    spec = importlib.util.spec_from_file_location("batch_reach_benchmark", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    batches = [8, 16, 32, 64, 128]
+    frame = pd.DataFrame({"network": "net", "gpu": "Tesla T4", "batch_size": batches,
+                          "iterations": 10,
+                          "time_s": [10 * (0.01 + 1e-4 * b) for b in batches]})
+    rows = pd.DataFrame(module.simulate("test", "net", frame, "batch_size"))
+    assert rows.groupby("k").size().to_dict() == {2: 3, 3: 2}
+    assert rows[rows["k"] == 2]["reach"].tolist() == pytest.approx([1, 2, 3])
+    assert rows[rows["k"] == 3]["reach"].tolist() == pytest.approx([1, 2])
+    assert (rows["low"] <= rows["pred"]).all() and (rows["pred"] <= rows["high"]).all()
+    lines = module.report(rows.assign(source="sia2023"))
+    assert any(line.startswith("| [0.0, 1.5) | 2 |") for line in lines)

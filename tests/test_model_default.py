@@ -64,3 +64,34 @@ def test_no_cross_validated_error_is_claimed_where_public_figures_stand_in() -> 
     inside = wide.moves_["net"]["batch:inside"]
     assert not inside["public"] and wide.moves_["net"]["batch:beyond"]["public"]
     assert wide.cv_mape_ == pytest.approx(inside["mape"])
+
+
+def test_a_batch_far_beyond_the_measured_ones_widens_without_a_cap_up_to_physics() -> None:
+    """Two batch sizes measured, asked one and nine doublings beyond: the validated interval
+    of the move one spacing beyond, widened by the reach to the power BATCH_WIDER_POWER (it
+    once stopped at 4 times, and covered 32-44% of the rows 6 or more spacings beyond on
+    public data), each side at most ``|log(asked / measured end)|``: a time per iteration
+    neither falls with the batch nor grows faster than it, so no answer errs by more."""
+    from gpuperf_magics.model.default import BATCH_WIDER_POWER
+
+    x = pd.DataFrame({"network": "ncf", "batch_size": [8, 8, 16, 16], "iterations": 100,
+                      "gpu": "Tesla T4"})
+    y = 100 * np.array([0.010, 0.0101, 0.0104, 0.0103])
+    model = TrainingTimeModel(public_data=False).fit(x, y)
+    near, far = model.predict_table(x.iloc[[0, 0]].assign(batch_size=[32, 8192])).to_dict(
+        "records")
+    lo, hi = np.log(near["time_low_s"] / near["time_s"]), np.log(near["time_high_s"] /
+                                                                  near["time_s"])
+    wider = 9 ** BATCH_WIDER_POWER  # 8192 is 9 doublings beyond 16, the validated reach 1
+    assert np.log(far["time_low_s"] / far["time_s"]) == pytest.approx(lo * wider)
+    assert np.log(far["time_high_s"] / far["time_s"]) == pytest.approx(hi * wider)
+    assert far["expected_mape"] == pytest.approx(near["expected_mape"] * wider)
+    # Batch 100 and 101 measured, 274 asked: a hundred spacings beyond, the widening would
+    # pass the physical bound (log(274 / 101) = 1.0); it stops there.
+    fine = x.assign(batch_size=[100, 100, 101, 101])
+    model = TrainingTimeModel(public_data=False).fit(fine, y)
+    (absurd,) = model.predict_table(fine.iloc[[0]].assign(batch_size=274)).to_dict("records")
+    distance = np.log(274 / 101)
+    assert np.log(absurd["time_high_s"] / absurd["time_s"]) == pytest.approx(distance)
+    assert np.log(absurd["time_s"] / absurd["time_low_s"]) == pytest.approx(distance)
+    assert absurd["expected_mape"] == pytest.approx(np.expm1(distance))

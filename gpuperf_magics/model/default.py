@@ -35,6 +35,7 @@ from gpuperf_magics.model.inputs import (
     prepare,
 )
 from gpuperf_magics.model.local import (
+    beyond_distance,
     candidates,
     family,
     reach,
@@ -55,6 +56,14 @@ from gpuperf_magics.model.validation import (
 #: stands in for it, except a move to another measured GPU, which is an extrapolation (the
 #: transfer figure only stands in for its error).
 KIND = {**PRIOR_KIND, "gpu": "extrapolation"}
+#: How the interval of a batch size beyond the measured ones widens with its reach (in the
+#: measured series' spacings, over the validated moves' reach): to this power. Chosen on
+#: sia2023 and gavel2020 (``benchmarks/batch_reach.py``: two or three smallest batch sizes
+#: measured, every larger one asked), then looked at on lattuada2022. Inside the 80% interval
+#: by reach (0-1.5, 1.5-3, 3-6, 6-12, 12+ spacings), power 1: 72, 71, 79, 54, 49%; 1.25: 72,
+#: 77, 88, 81, 65%; 1.5: 72, 83, 94, 97, 100%. (Before, the widening stopped at 4: 72, 71,
+#: 71, 44, 32%.)
+BATCH_WIDER_POWER = 1.25
 #: Repeats of a configuration that differ by more than this (max/min) are reported as noisy.
 NOISY = 1.25
 
@@ -295,10 +304,7 @@ class DefaultModel(GlobalModel):
             key = r.key
             chosen = local.moves.get(key) or local.moves[family(key)]
             lo, hi = _interval(chosen.logres, cov)
-            # A move further beyond the series than the validated ones errs more: widen by the
-            # ratio of reaches (errors of a line grow about linearly with the distance).
-            wider = min(4.0, max(1.0, reach(index, r, values[i]) / max(chosen.reach, 1e-9)))
-            lo, hi = lo * wider, hi * wider
+            lo, hi, wider, cap = _beyond_interval(index, r, values[i], chosen, lo, hi)
             # A run is one draw around its configuration's median: add the repeat noise the
             # runs showed (validated moves compare medians, a new run is a single run).
             if key != "repeat" and not repeat.prior:
@@ -308,10 +314,10 @@ class DefaultModel(GlobalModel):
                 total = float(out.iat[row, col["time_s"]])
                 out.iat[row, col["time_low_s"]] = total * math.exp(lo)
                 out.iat[row, col["time_high_s"]] = total * math.exp(hi)
-                out.iat[row, col["expected_mape"]] = chosen.mape * wider
+                out.iat[row, col["expected_mape"]] = min(chosen.mape * wider, cap)
                 continue
             method = chosen.method if chosen.method in preds else next(iter(preds))
-            expected = chosen.mape * wider
+            expected = min(chosen.mape * wider, cap)
             detail = self._detail(local, r, key, method, values[i], prep.hardware_label[row])
             if method == "evidence" and local.evidence is not None and local.evidence.last:
                 # The interval of the move's evidence bucket, with the repeat noise.
@@ -430,6 +436,32 @@ def _busy(frame: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(frame))
     values = pd.to_numeric(frame["busy"].astype(object), errors="coerce")
     return (values.fillna(0).to_numpy(float) > 0).astype(float)
+
+
+def _beyond_interval(index: SeriesIndex, r: Any, v: np.ndarray, chosen: Move, lo: float,
+                     hi: float) -> tuple[float, float, float, float]:
+    """The validated interval ``(lo, hi)`` (log residuals) of a move, widened for how far
+    beyond its series it goes: ``(lo, hi, widening, most expected error)``.
+
+    Another batch size beyond the measured ones: by the ratio of reaches to the power
+    :data:`BATCH_WIDER_POWER`, with no cap but the physical one. A time per iteration never
+    falls as the batch grows, nor grows faster than the batch (its log-log slope lies between
+    0, host-bound, and 1, compute-bound), so a line through the measured points and the truth
+    both lie between the flat and the proportional continuation of the end point, and no
+    answer errs by more than ``|log(asked / end)|`` in log time: each side of the interval
+    stops there (never inside the validated interval itself), and the expected error at
+    ``asked / end − 1``. Other axes: widened in proportion, at most 4 times.
+    """
+    far = reach(index, r, v) / max(chosen.reach, 1e-9)
+    if r.axis != index.batch_axis or not far > 1.0:
+        wider = min(4.0, max(1.0, far))
+        return lo * wider, hi * wider, wider, math.inf
+    wider = far ** BATCH_WIDER_POWER
+    distance = beyond_distance(index, r, v)
+    if not math.isfinite(distance):
+        return lo * wider, hi * wider, wider, math.inf
+    return (max(lo * wider, min(lo, -distance)), min(hi * wider, max(hi, distance)), wider,
+            max(chosen.mape, math.expm1(distance)))
 
 
 def _interval(logres: np.ndarray, coverage: float) -> tuple[float, float]:

@@ -33,6 +33,7 @@ validation grow linearly in the configurations per query.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -150,23 +151,43 @@ def axis_routes(index: SeriesIndex, v: np.ndarray, h: np.ndarray,
     return out
 
 
-def reach(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
-    """How far beyond its series a move goes, in steps of the series' last spacing (log
-    scale where positive): 0 inside the range. Errors grow with it, so an interval validated
-    on one-step moves is widened for a longer one."""
+def _beyond_points(index: SeriesIndex, r: Route, v: np.ndarray
+                   ) -> tuple[float, float, float] | None:
+    """For a move beyond its series: the asked value, the series' end and the point before
+    the end (None for another move)."""
     if r.position != "beyond":
-        return 0.0
+        return None
     if r.kind == "chain" and len(r.steps) >= 2:
         x = np.sort([b for b, _, _ in r.steps])
     elif r.kind == "axis" and len(r.members) >= 2:
         x = np.sort(index.values[r.members, r.axis])
     else:
-        return 0.0
+        return None
     q = float(v[r.axis])
     end, nxt = (x[-1], x[-2]) if q > x[-1] else (x[0], x[1])
+    return q, float(end), float(nxt)
+
+
+def reach(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
+    """How far beyond its series a move goes, in steps of the series' last spacing (log
+    scale where positive): 0 inside the range. Errors grow with it, so an interval validated
+    on one-step moves is widened for a longer one."""
+    points = _beyond_points(index, r, v)
+    if points is None:
+        return 0.0
+    q, end, nxt = points
     if min(q, end, nxt) > 0:
         return float(abs(np.log(q / end)) / max(abs(np.log(end / nxt)), 1e-9))
     return float(abs(q - end) / max(abs(end - nxt), 1e-12))
+
+
+def beyond_distance(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
+    """``|log(asked / end)|`` of a move beyond its series (NaN for another move, or values
+    that are not positive)."""
+    points = _beyond_points(index, r, v)
+    if points is None or min(points) <= 0:
+        return float("nan")
+    return float(abs(math.log(points[0] / points[1])))
 
 
 def family(key: str) -> str:

@@ -25,8 +25,8 @@ Two terms make up a route's expected error:
   spacing and the last one before the candidate, ``v`` the validated reach in spacings; a line
   drawn through a curved series misses by about the product of the distances, as a Taylor
   expansion has it: ``r(1 + r)`` at ``r`` spacings beyond; :func:`route_error` says why the
-  wider spacing), capped as the intervals are, at
-  :data:`MAX_WIDER`; below the validated reach it keeps shrinking: a point measured next to the
+  wider spacing), capped at :data:`MAX_WIDER` (the intervals' cap on axes other than the
+  batch size, whose intervals now widen up to a physical bound); below the validated reach it keeps shrinking: a point measured next to the
   target leaves less to extrapolate;
 - the measurement noise of the series' end points carried to the target by a straight line
   through them (``√((1 + r)² σ₁² + r² σ₂²)`` at ``r`` spacings beyond the last point ``1``), a
@@ -66,7 +66,9 @@ DEFAULT_NOISE = 0.05
 RUN_OVERHEAD_S = 0.5
 #: z of the 90th percentile of a normal: ``(p90 / median - 1) / z`` estimates the spread.
 _P90_Z = 1.2815515655446004
-#: Most a move's error grows beyond the validated reach (the intervals' own cap).
+#: Most a move's error grows beyond the validated reach here (the intervals' cap on the axes
+#: other than the batch size; a batch size's interval now grows without one, up to the
+#: physical bound, ``default._beyond_interval``).
 MAX_WIDER = 4.0
 #: Columns :func:`suggest` adds to the candidates it returns.
 COLUMNS = ("expected_mape_after", "cost_s", "gain_per_s")
