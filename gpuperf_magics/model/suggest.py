@@ -26,8 +26,8 @@ Two terms make up a route's expected error:
   drawn through a curved series misses by about the product of the distances, as a Taylor
   expansion has it: ``r(1 + r)`` at ``r`` spacings beyond; :func:`route_error` says why the
   wider spacing), capped at :data:`MAX_WIDER` (the intervals' cap on axes other than the
-  batch size, whose intervals now widen up to a physical bound); below the validated reach it keeps shrinking: a point measured next to the
-  target leaves less to extrapolate;
+  batch size, whose intervals now widen up to a physical bound); below the validated reach
+  it keeps shrinking: a point measured next to the target leaves less to extrapolate;
 - the measurement noise of the series' end points carried to the target by a straight line
   through them (``√((1 + r)² σ₁² + r² σ₂²)`` at ``r`` spacings beyond the last point ``1``), a
   point's ``σ`` the validated repeat noise of the series (or :data:`AUTO_PRECISION`, what one
