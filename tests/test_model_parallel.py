@@ -3,6 +3,8 @@ the bit as in one process, and how many processes a fit asks for."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -30,12 +32,16 @@ def _zoo(networks: int = 5, seed: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
     return frame.drop(columns="time_s"), frame["time_s"].to_numpy()
 
 
-def test_worker_processes_give_the_answers_of_one_process() -> None:
+def test_worker_processes_give_the_answers_of_one_process(caplog) -> None:
     x, y = _zoo()
     query = pd.concat([x.iloc[::5], x.iloc[::7].assign(batch_size=x["batch_size"] * 3),
                        x.iloc[::4].assign(gpu="NVIDIA H100 80GB HBM3")], ignore_index=True)
     one = TrainingTimeModel(n_jobs=1).fit(x, y)
-    two = TrainingTimeModel(n_jobs=2).fit(x, y)
+    with caplog.at_level(logging.DEBUG, logger="gpuperf_magics.model.parallel"):
+        two = TrainingTimeModel(n_jobs=2).fit(x, y)
+    # The second fit did go to two worker processes (no fall-back to this one).
+    said = [r.getMessage() for r in caplog.records if r.name == "gpuperf_magics.model.parallel"]
+    assert said == ["validating 5 networks in 2 processes"]
     a, b = one.predict_table(query), two.predict_table(query)
     for column in a.columns:
         assert a[column].equals(b[column]), column

@@ -451,6 +451,13 @@ def _beyond_interval(index: SeriesIndex, r: Any, v: np.ndarray, chosen: Move, lo
     answer errs by more than ``|log(asked / end)|`` in log time: each side of the interval
     stops there (never inside the validated interval itself), and the expected error at
     ``asked / end − 1``. Other axes: widened in proportion, at most 4 times.
+
+    The premise holds on sia2023 and gavel2020 (a larger batch runs more than 5% faster per
+    iteration than the end in 2.8% of the rows, more than 5% slower than proportional in
+    0.7%), not everywhere: in 21% of lattuada2022's larger batches the time per iteration
+    grows more than 5% faster than the batch. With a doubling spacing and a validated interval
+    of ±10% the stop is reached only thousands of spacings out: it guards absurd asks (a
+    finely spaced series asked far away) rather than shaping usual ones.
     """
     far = reach(index, r, v) / max(chosen.reach, 1e-9)
     if r.axis != index.batch_axis or not far > 1.0:

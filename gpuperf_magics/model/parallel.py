@@ -8,11 +8,12 @@ the bit (a test checks it). :func:`validate_all` sends them to a `joblib` proces
 ``loky`` backend, which scikit-learn uses and which is safe in a notebook kernel), a share of
 the networks per worker, largest first.
 
-A pool costs time to start (a worker imports numpy, pandas, scikit-learn and this package:
-about 2 s on the project's 2-core machine; joblib keeps the workers for the next fit, for
-5 minutes), so ``n_jobs=None`` validates in this process below :data:`PARALLEL_FROM`
-configurations, and uses at most :data:`AUTO_WORKERS` processes. Measured
-(``benchmarks/fit_speed.py --jobs``): see docs/performance.md.
+A pool costs time to start (1.8 s for two workers on the project's 2-core machine, of which
+1.1 s is each worker importing numpy, pandas, scipy and the model's modules; scikit-learn is
+not imported there), and joblib keeps the workers for the next fits (5 minutes idle), so
+``n_jobs=None`` validates in this process below :data:`PARALLEL_FROM` configurations, and
+uses at most :data:`AUTO_WORKERS` processes. Measured (``benchmarks/fit_speed.py --jobs``):
+see docs/performance.md.
 
 A worker imports the package afresh: a change made to its modules' state in this process (a
 test's or a benchmark's patch of a constant) is not seen there; fit with ``n_jobs=1`` then.
@@ -104,7 +105,8 @@ def validate_all(refitter: Refitter, jobs: Sequence[Job], n_workers: int) -> lis
         done = Parallel(n_jobs=len(shares), backend="loky")(
             delayed(_validate_share)(refitter, [jobs[i] for i in share]) for share in shares)
     except (OSError, NotImplementedError, TerminatedWorkerError) as error:  # pragma: no cover
-        logger.warning("validating in this process: the worker processes failed (%s)", error)
+        logger.warning("validating in this process: the worker processes failed (%s); "
+                       "TrainingTimeModel(n_jobs=1) skips them", error)
         return [validate(refitter, local, medians) for local, medians in jobs]
     out: list[Result | None] = [None] * len(jobs)
     for share, results in zip(shares, done, strict=True):

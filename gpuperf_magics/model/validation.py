@@ -32,9 +32,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class DefaultModel(Protocol):
-    """What validation reads of the model it validates (:class:`~.default.DefaultModel`):
-    a protocol rather than the class, so that the model and its validation do not import
-    each other."""
+    """What validation reads of the model it validates: the default model's fit settings,
+    as :class:`~.parallel.Refitter` carries them into a worker process. A protocol rather
+    than a class, so that the model and its validation do not import each other."""
 
     random_state: int
     coverage: float
