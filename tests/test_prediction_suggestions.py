@@ -193,3 +193,24 @@ def test_a_candidate_is_left_out_exactly_where_its_answer_says_it_will_not_fit(t
     assert found.memory.startswith("not suggested for memory: batch 256, 512 (from about "
                                    "17.0 GiB")
     assert set(_batches(found.lines)) <= {64, 128}
+
+
+def test_the_targets_are_asked_in_the_precision_the_job_asks(tmp_path):
+    """Measured on an A100 and asked in AMP, the targets are a move between precisions: the
+    suggester's figure for them now is that move's error, larger than the one for the
+    precision measured; the candidates stay as the runs were measured (until 2026-12-05 the
+    targets were asked as measured too, whatever the job's precision)."""
+    store = tmp_path / "runs.sqlite"
+    gm.Store(store).import_table(pd.DataFrame({
+        "network": "resnet", "batch_size": [16, 32], "time_s": [0.026, 0.042]}),
+        gpu="A100 80GB")
+    fit = fit_store(store, "resnet")
+    as_measured = next_runs(gm.predict_time(store, batch_sizes=[512], iterations=100), fit)
+    amp = gm.predict_time(store, batch_sizes=[512], iterations=100, precision="amp")
+    assert amp.frame.attrs["precision"] == "fp16"
+    in_amp = next_runs(amp, fit)
+    assert in_amp.lines and as_measured.lines
+    own_fp32 = as_measured.picks.attrs["expected_mape_before"]
+    own_amp = in_amp.picks.attrs["expected_mape_before"]
+    assert own_amp > own_fp32
+    assert "precision" not in in_amp.picks.columns  # as measured: the runs recorded none

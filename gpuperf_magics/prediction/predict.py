@@ -188,6 +188,8 @@ def predict_time(store: Any = None, job: Job | str | None = None, *,
         _note(notes, note)
     frame.attrs["set_columns"] = sorted(job.settings)
     frame.attrs["also_rows"] = len(configs) - len(devices) * len(batch_sizes)
+    # The precision asked (None: as measured), which --suggest's targets are asked in.
+    frame.attrs["precision"] = job.precision
     cpu = latest.get("cpu_model")
     device_label = measured_gpu or f"CPU {cpu if isinstance(cpu, str) else ''}".strip()
     measured = (f"batch {', '.join(map(str, measured_batches))} on {device_label}"

@@ -270,8 +270,12 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
         extra["precision"] = fitted.precision
     if fitted.steady_state:
         extra["iterations"] = 1
-    picks = fitted.model.suggest(targets.assign(**extra), candidates.assign(**extra), k=k,
-                                 device=gpu or "CPU")
+    # The targets in the precision asked (an AMP job measured in FP32 is a move between
+    # devices, narrowed by FP32 runs); the candidates run as the runs did.
+    asked_in = prediction.frame.attrs.get("precision") or fitted.precision
+    picks = fitted.model.suggest(
+        targets.assign(**{**extra, **({"precision": asked_in} if asked_in else {})}),
+        candidates.assign(**extra), k=k, device=gpu or "CPU")
     # The line opens with the answer's own ±, and carries the suggester's narrowing onto it
     # (the module docstring says why).
     own = picks.attrs["expected_mape_before"]

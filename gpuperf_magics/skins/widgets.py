@@ -348,7 +348,8 @@ class WhatIfPanel(PanelControls):
             fit = self._fit_store(self.store, self.network.value)
             row = answer.frame.iloc[0]
             # The line opens with the answer's ±: a new ± is a new line.
-            key = (fit, *(str(row.get(c)) for c in (*fit.model.features, "expected_mape")))
+            key = (fit, answer.frame.attrs.get("precision"),
+                   *(str(row.get(c)) for c in (*fit.model.features, "expected_mape")))
             last = self._next_cache
             if last is None or last[0][0] is not fit or last[0][1:] != key[1:]:
                 last = self._next_cache = (key, next_runs(answer, fit, k=1).first())
