@@ -9,25 +9,38 @@ as :meth:`DefaultModel.predict_table` widens its interval. Each candidate is the
 the measured configurations *by position only* (its time is not needed to know which series it
 extends) and the targets are routed again.
 
-The gain is the information the run brings about the targets: the drop of the log of their
-mean expected error (an error ``e`` is the scale of the answer's error distribution, whose
-entropy is ``log e`` plus a constant, so ``log(before / after)`` is the expected information
-gain of Bayesian experimental design; "±31% → ±9%" is a narrowing by a factor). A plain drop
-``before − after`` is nearly the same for every candidate once ``before`` is large (each removes
-most of it), so the cheapest one won whatever it left: on the benchmark it picked a batch far
-from the asked one, whose realised error was twice the nearest one's. Its cost: the predicted
-seconds of a ``--stop-after auto`` run of the candidate, :func:`profile_seconds`.
+The gain is the information the run brings about the targets: the drop of the log of the
+spread of their log time. Errors are log-normal here (intervals are quantiles of log
+residuals), and an expected error ``e`` (a MAPE) spreads the log time by about
+``log(1 + e)``, whose entropy is ``log log(1 + e)`` plus a constant, so
+``log(log(1 + before) / log(1 + after))`` is the expected information gain of Bayesian
+experimental design; for errors of a few percent it is ``log(before / after)``, a narrowing by
+a factor ("±31% → ±9%"). Counted as ``log(before / after)`` also for large errors (until
+2026-12-05), an answer several times off (far beyond its measured batches) made every
+candidate's gain large, and the cheapest won whatever it left: sia2023's cifar10 on the T4,
+measured at batch 32 and 45 and asked 1,024, took batch 182 (expected 100%, realised 4.5%)
+over 725 (20%, realised 1.4%), and now takes 725. A plain drop ``before − after`` is nearly
+the same for every candidate once ``before`` is large (each removes most of it), so the
+cheapest won there too. Its cost: the predicted seconds of a ``--stop-after auto`` run of the
+candidate, :func:`profile_seconds`; where that prediction is itself far off, the ranking is
+too (sia2023's ncf, host-bound, measured at 32 and 45: a line through them prices batch
+23,211 at 1,266 s, which runs in 6 s, so the cheap batch 129 is still taken first).
 
 Two terms make up a route's expected error:
 
 - the chosen move's validated MAPE, scaled by ``d₁·d₂ / s²`` over ``v(1 + v)`` (``d₁, d₂``: the
-  target's distances to the two points the line is drawn through, ``s`` the wider of their
-  spacing and the last one before the candidate, ``v`` the validated reach in spacings; a line
-  drawn through a curved series misses by about the product of the distances, as a Taylor
-  expansion has it: ``r(1 + r)`` at ``r`` spacings beyond; :func:`route_error` says why the
-  wider spacing), capped at :data:`MAX_WIDER` (the intervals' cap on axes other than the
-  batch size, whose intervals now widen up to a physical bound); below the validated reach
-  it keeps shrinking: a point measured next to the target leaves less to extrapolate;
+  target's distances to the two points the line is drawn through, ``s`` the last spacing of
+  the measured series, ``v`` the validated reach in such spacings; a line drawn through a
+  curved series misses by about the product of the distances times its curvature, as a
+  Taylor expansion has it, ``r(1 + r)`` at ``r`` spacings beyond, and the validated error at
+  reach ``v`` gives the curvature; :func:`route_error` says why ``s`` stays the measured
+  series' own as candidates are added). Along the batch size it stops at the physical bound
+  the intervals stop at (a time per iteration neither falls with the batch nor grows faster
+  than it, so a point ``d₁`` away in log errs by at most ``e^d₁ − 1``); along other axes,
+  past :data:`MAX_WIDER` times, where their intervals stop, it keeps growing with the log of
+  the factor (:func:`_wider`), so that a candidate nearer the target still narrows the
+  answer. Below the validated reach it keeps shrinking: a point measured next to the target
+  leaves less to extrapolate;
 - the measurement noise of the series' end points carried to the target by a straight line
   through them (``√((1 + r)² σ₁² + r² σ₂²)`` at ``r`` spacings beyond the last point ``1``), a
   point's ``σ`` the validated repeat noise of the series (or :data:`AUTO_PRECISION`, what one
@@ -167,8 +180,9 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
         the rows above it are measured), ``cost_s`` (predicted seconds of a
         ``--stop-after auto`` run: :func:`profile_seconds` at the iterations
         :func:`~gpuperf_magics.auto_stop.auto_iterations` gives the network's noise) and
-        ``gain_per_s`` (``log(before / after)`` of that error, before and after this row,
-        per second of its cost). ``attrs["expected_mape_before"]``: the targets'
+        ``gain_per_s`` (``log(log(1 + before) / log(1 + after))`` of that error, before and
+        after this row, per second of its cost: the information the run brings, see the module
+        docstring). ``attrs["expected_mape_before"]``: the targets'
         expected error now. Candidates already measured, on another device, or of a network
         without runs are never returned.
     """
@@ -248,15 +262,15 @@ class _Space:
     def errors(self, allowed: np.ndarray, unit: np.ndarray | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
         """Expected error of every target of this network over ``allowed`` (NaN: no route),
-        and the unit its reach was counted in: the wider of its route's last spacing and
-        ``unit``, the unit of the configurations the newest one was added to (a target's unit
-        never shrinks as points are added; see :func:`route_error`)."""
+        and the unit its distances were counted in: ``unit`` where given (the spacing of the
+        measured series, which the candidates do not change; see :func:`route_error`), else
+        its route's own last spacing."""
         out = np.full(len(self.targets), np.nan)
         units = np.zeros(len(self.targets))
         for i in range(len(self.targets)):
             r = route(self.index, self.values[i], self.hw[i], allowed)
-            units[i] = max(_gaps(self.index, r, self.values[i])[2],
-                           0.0 if unit is None else float(unit[i]))
+            units[i] = (_gaps(self.index, r, self.values[i])[2] if unit is None
+                        else float(unit[i]))
             out[i] = route_error(self.local, self.index, r, self.values[i], self.noise,
                                  units[i])
         return out, units
@@ -300,20 +314,24 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     """Expected error (fraction) of a query reached by route ``r`` (NaN for ``none``).
 
     ``noise``: the error of one run of a configuration (the validated repeat noise).
-    ``spacing``: the last spacing of the series the route's newest point was added to
-    (default: the route's own). A line
-    through the points ``x₁, x₂`` nearest a query ``q`` misses a curve by about
-    ``(q − x₁)(q − x₂)`` times its curvature (Taylor), ``r(1 + r)`` spacings² at ``r`` of the
-    route's own spacings, the unit the validated reach is counted in. The unit is the wider of
-    the route's own spacing and the one of the series before the candidate came: a candidate
-    that extends the series (2, 4 and 128, asked 256) is judged in its own, wider steps, as
-    the intervals are; one that shortens the last spacing (64 added to 4 and 128) keeps the
-    series' unit, so that the product of distances, which shrinks as the points near the
-    query, decides. Counted in its own steps, 256 at one spacing of 64–128 had looked further
-    than at 0.2 of 4–128, and a measurement raised the expected error; counted in the
-    measured series' steps alone, every candidate of a finely spaced series (sia2023's √2
-    steps) hit the cap of
-    :data:`MAX_WIDER` and only the cost told them apart.
+    ``spacing``: the unit distances are counted in, the last spacing of the measured series
+    (default: the route's own). A line through the points ``x₁, x₂`` nearest a query ``q``
+    misses a curve by about ``(q − x₁)(q − x₂)`` times its curvature (Taylor), whatever the
+    spacing of ``x₁`` and ``x₂``; the curvature comes from the validated error at the
+    validated reach, which is counted in the measured series' spacings, so that is the unit
+    here too, and a candidate does not change it. Counted in the candidate's own, wider steps
+    (until 2026-12-05: the wider of those and the series'), a candidate far from the target
+    that stretched the series (513 added to 32 and 45, asked 3,072) looked as good as one next
+    to the target (3.3% expected against 1.0%), and being cheaper it was picked: it erred by
+    55% on sia2023, the one next to the target by 1.3%. Counted in the series' steps, the
+    product of distances decides: measured 2, 4 and 128 and asked 256, adding 64 leaves
+    ``0.69 × 1.39`` (log distances) where 4 and 128 left ``0.69 × 4.16``, a narrowing.
+
+    Along the batch size the curvature term stops at the physical bound (``e^d₁ − 1`` at a log
+    distance ``d₁`` from the nearest measured batch, never below the validated error), as the
+    intervals do (``default._beyond_interval``): sia2023's ncf measured at 32 and 45 and asked
+    32,768 errs by 290×, which a cap of :data:`MAX_WIDER` times a 7% error had called 30%, so
+    the cheapest candidate far from the target had looked nearly as good as one next to it.
     """
     if r.kind == "none":
         return float("nan")
@@ -332,14 +350,27 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     end, nxt = _end_noise(index, r, v, noise)
     if r.position == "beyond":
         near, far, own = _gaps(index, r, v)
-        unit = max(own, spacing if spacing is not None else own)
+        unit = spacing if spacing is not None else own
         validated = max(move.reach if move is not None else 1.0, 1e-9)
-        scale = min(MAX_WIDER, near * far / (unit * unit * validated * (1 + validated)))
+        x = near * far / (unit * unit * validated * (1 + validated))
+        if r.axis == r.batch_axis:  # up to the physical bound, as the intervals
+            scale = min(x, max(1.0, math.expm1(near) / base)) if base > 0 else x
+        else:
+            scale = _wider(x)
         steps_out = near / max(own, 1e-12)  # the noise is carried in the route's own steps
         carried = math.hypot((1 + steps_out) * end, steps_out * nxt)
     else:  # between two points, or the time per sample of the one point carried over
         scale, carried = 1.0, end
     return math.sqrt((base * scale) ** 2 + carried ** 2 + steps ** 2)
+
+
+def _wider(x: float) -> float:
+    """How many times its validated error a move ``x`` times the validated ``d₁·d₂`` errs
+    along an axis other than the batch size: ``x`` up to :data:`MAX_WIDER`, then growing with
+    its log (``MAX_WIDER·(1 + log(x / MAX_WIDER))``). The intervals stop at the cap; a ranking
+    cannot: under a hard cap every candidate that leaves the target far away ties at the cap,
+    no gain is left to tell them apart, and the cheapest (the farthest from the target) won."""
+    return x if x <= MAX_WIDER else MAX_WIDER * (1.0 + math.log(x / MAX_WIDER))
 
 
 def _gaps(index: SeriesIndex, r: Route, v: np.ndarray) -> tuple[float, float, float]:
@@ -379,30 +410,31 @@ def _end_noise(index: SeriesIndex, r: Route, v: np.ndarray, noise: float
 def _greedy(spaces: dict[str, _Space], errors: np.ndarray, before: np.ndarray,
             cost: np.ndarray, k: int) -> list[tuple[int, float, float]]:
     """Pick up to ``k`` candidates one by one, each the best gain per second given the ones
-    before it (the gain: ``log(before / after)`` of the targets' mean expected error, the
+    before it (the gain: :func:`_information` of the targets' mean expected error, the
     module docstring says why): (candidate position, targets' mean error after, gain per
     second)."""
     chosen: dict[str, list[int]] = {net: [] for net in spaces}
+    # Distances are counted in the measured series' spacings whatever is added (route_error).
     units = {net: space.errors(space.measured())[1] for net, space in spaces.items()}
     current = errors.copy()
     picked: list[tuple[int, float, float]] = []
     for _ in range(k):
-        best: tuple[float, float, str, int, np.ndarray, np.ndarray] | None = None
+        best: tuple[float, float, str, int, np.ndarray] | None = None
         for net, space in spaces.items():
             for j in map(int, np.flatnonzero(space.novel)):
                 if j in chosen[net]:
                     continue
-                now, unit = space.errors(space.measured((*chosen[net], j)), units[net])
+                now = space.errors(space.measured((*chosen[net], j)), units[net])[0]
                 trial = current.copy()
                 trial[space.targets] = np.where(np.isfinite(now), now, before[space.targets])
                 gain = _information(float(np.mean(current)), float(np.mean(trial)))
                 c = float(cost[space.rows[j]])
                 rate = gain / c if c > 0 else 0.0
                 if best is None or (rate, -c) > (best[0], -best[1]):
-                    best = (rate, c, net, j, trial, unit)
+                    best = (rate, c, net, j, trial)
         if best is None:
             break
-        rate, _, net, pick, trial, units[net] = best
+        rate, _, net, pick, trial = best
         chosen[net].append(pick)
         current = trial
         picked.append((int(spaces[net].rows[pick]), float(np.mean(current)), rate))
@@ -410,8 +442,9 @@ def _greedy(spaces: dict[str, _Space], errors: np.ndarray, before: np.ndarray,
 
 
 def _information(before: float, after: float) -> float:
-    """``log(before / after)``: what narrowing an expected error from ``before`` to ``after``
-    is worth (0 where either is not a positive number)."""
+    """``log(log(1 + before) / log(1 + after))``: what narrowing an expected error (a MAPE,
+    fraction) from ``before`` to ``after`` is worth, the drop of the log of the log time's
+    spread (0 where either is not a positive number)."""
     if not (before > 0 and after > 0 and math.isfinite(before) and math.isfinite(after)):
         return 0.0
-    return math.log(before / after)
+    return math.log(math.log1p(before) / math.log1p(after))
