@@ -81,7 +81,30 @@ def test_a_run_next_to_a_far_target_beats_a_cheaper_one_far_from_it() -> None:
     near = picks["expected_mape_after"].iloc[0]
     assert far > 10 * near
     validated = model.estimator_.local_["net"].moves["batch:beyond"].mape
-    assert 4 * validated < far <= 3072 / 513 - 1
+    assert 1.5 * 4 * validated < far <= 3072 / 513 - 1
+    # A finely spaced series (100 and 105) asked 1,000 from batch 200: the curvature term
+    # would be 56 times the answer, the physical bound (a time per iteration between flat
+    # and proportional from batch 200) holds it at 1000 / 200 - 1.
+    fine = _fitted(_runs((100, 105)))
+    bound = fine.suggest(_runs((1000,)), _runs((200,)), k=1)["expected_mape_after"].iloc[0]
+    assert bound == pytest.approx(1000 / 200 - 1, rel=1e-3)
+
+
+def test_a_target_in_another_precision_counts_distance_in_the_measured_steps() -> None:
+    """Asked in AMP what was measured in FP32 at 32 and 45, the target is a move between
+    precisions from a batch move of the FP32 runs: that move's distance is counted in the
+    measured series' steps too, so a run far from the target leaves a far larger error than
+    the one next to it (counted in its own wide steps, 513 had left about the precision
+    move's error alone, as 2,901 does)."""
+    measured = _runs((32, 45), gpu="NVIDIA A100-SXM4-40GB").assign(precision="fp32")
+    model = _fitted(measured)
+    target = _runs((3072,), gpu="NVIDIA A100-SXM4-40GB").assign(precision="fp16")
+    cands = _runs((513, 2901), gpu="NVIDIA A100-SXM4-40GB").assign(precision="fp32")
+    alone = [model.suggest(target, cands.iloc[[i]], k=1)["expected_mape_after"].iloc[0]
+             for i in range(2)]
+    assert alone[0] > 3 * alone[1]
+    table = model.predict_table(target)
+    assert table["kind"].iloc[0] == "transfer"  # a move between devices, as said
 
 
 @pytest.mark.parametrize("spread", [0.005, 0.08, 0.6])

@@ -63,7 +63,7 @@ import pandas as pd
 
 from gpuperf_magics.auto_stop import AUTO_PRECISION, auto_iterations
 from gpuperf_magics.model.inputs import prepare
-from gpuperf_magics.model.local import Route, family, route
+from gpuperf_magics.model.local import Route, beyond_distance, family, route
 from gpuperf_magics.model.series import SeriesIndex, query_arrays
 
 #: Spread of the iteration times (relative standard deviation) a run is costed at where the
@@ -264,12 +264,13 @@ class _Space:
         """Expected error of every target of this network over ``allowed`` (NaN: no route),
         and the unit its distances were counted in: ``unit`` where given (the spacing of the
         measured series, which the candidates do not change; see :func:`route_error`), else
-        its route's own last spacing."""
+        its route's own last spacing (:func:`_unit`; NaN where the route goes beyond no
+        series, and each later route then counts in its own)."""
         out = np.full(len(self.targets), np.nan)
         units = np.zeros(len(self.targets))
         for i in range(len(self.targets)):
             r = route(self.index, self.values[i], self.hw[i], allowed)
-            units[i] = (_gaps(self.index, r, self.values[i])[2] if unit is None
+            units[i] = (_unit(self.index, r, self.values[i]) if unit is None
                         else float(unit[i]))
             out[i] = route_error(self.local, self.index, r, self.values[i], self.noise,
                                  units[i])
@@ -315,7 +316,8 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
 
     ``noise``: the error of one run of a configuration (the validated repeat noise).
     ``spacing``: the unit distances are counted in, the last spacing of the measured series
-    (default: the route's own). A line through the points ``x₁, x₂`` nearest a query ``q``
+    (default, or NaN: the route's own). A move to another GPU or precision passes it on to
+    its source's move. A line through the points ``x₁, x₂`` nearest a query ``q``
     misses a curve by about ``(q − x₁)(q − x₂)`` times its curvature (Taylor), whatever the
     spacing of ``x₁`` and ``x₂``; the curvature comes from the validated error at the
     validated reach, which is counted in the measured series' spacings, so that is the unit
@@ -340,8 +342,8 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
             r.members) else noise
     move = local.moves.get(r.key) or local.moves.get(family(r.key))
     base = move.mape if move is not None else float("nan")
-    if r.kind == "gpu":
-        sources = [route_error(local, index, sub, v, noise) for _, sub in r.sources]
+    if r.kind == "gpu":  # the source's move counted in the same unit (another precision)
+        sources = [route_error(local, index, sub, v, noise, spacing) for _, sub in r.sources]
         return math.hypot(base, float(np.median(sources)))
     steps = 0.0
     if r.kind == "chain":
@@ -350,11 +352,13 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     end, nxt = _end_noise(index, r, v, noise)
     if r.position == "beyond":
         near, far, own = _gaps(index, r, v)
-        unit = spacing if spacing is not None else own
+        unit = spacing if spacing is not None and math.isfinite(spacing) else own
         validated = max(move.reach if move is not None else 1.0, 1e-9)
         x = near * far / (unit * unit * validated * (1 + validated))
         if r.axis == r.batch_axis:  # up to the physical bound, as the intervals
-            scale = min(x, max(1.0, math.expm1(near) / base)) if base > 0 else x
+            bound = beyond_distance(index, r, v)  # NaN: values not all positive, no bound
+            scale = (min(x, max(1.0, math.expm1(bound) / base))
+                     if base > 0 and math.isfinite(bound) else x)
         else:
             scale = _wider(x)
         steps_out = near / max(own, 1e-12)  # the noise is carried in the route's own steps
@@ -362,6 +366,19 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     else:  # between two points, or the time per sample of the one point carried over
         scale, carried = 1.0, end
     return math.sqrt((base * scale) ** 2 + carried ** 2 + steps ** 2)
+
+
+def _unit(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
+    """The spacing a route's distances are counted in: the last spacing of the series it goes
+    beyond (for a move to another GPU or precision, that of its source's route); NaN where
+    it goes beyond none (between two points, one point, no route)."""
+    if r.kind == "gpu":
+        units = [_unit(index, sub, v) for _, sub in r.sources]
+        finite = [u for u in units if math.isfinite(u)]
+        return float(np.median(finite)) if finite else float("nan")
+    if r.position != "beyond" or r.kind not in ("axis", "chain"):
+        return float("nan")
+    return _gaps(index, r, v)[2]
 
 
 def _wider(x: float) -> float:
