@@ -214,3 +214,6 @@ def test_the_targets_are_asked_in_the_precision_the_job_asks(tmp_path):
     own_amp = in_amp.picks.attrs["expected_mape_before"]
     assert own_amp > own_fp32
     assert "precision" not in in_amp.picks.columns  # as measured: the runs recorded none
+    # The line says which precision to profile in; asked as measured, it need not.
+    assert all(" (in your runs' precision) next: ±" in line for line in in_amp.lines)
+    assert not any("(in " in line for line in as_measured.lines)

@@ -207,10 +207,11 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
         if space is not None:
             spaces[net] = space
     errors = before.copy()
-    for space in spaces.values():
-        errors[space.targets] = np.where(
-            np.isfinite(now := space.errors(space.measured())[0]), now, before[space.targets])
-    picked = _greedy(spaces, errors, before, cost, k)
+    units: dict[str, np.ndarray] = {}  # the measured series' spacing, per target (route_error)
+    for net, space in spaces.items():
+        now, units[net] = space.errors(space.measured())
+        errors[space.targets] = np.where(np.isfinite(now), now, before[space.targets])
+    picked = _greedy(spaces, units, errors, before, cost, k)
     out = candidates.iloc[[c for c, _, _ in picked]].copy()
     out["expected_mape_after"] = [after for _, after, _ in picked]
     out["cost_s"] = cost[[c for c, _, _ in picked]]
@@ -424,15 +425,14 @@ def _end_noise(index: SeriesIndex, r: Route, v: np.ndarray, noise: float
     return float(sigma[0]), float(sigma[-1])
 
 
-def _greedy(spaces: dict[str, _Space], errors: np.ndarray, before: np.ndarray,
-            cost: np.ndarray, k: int) -> list[tuple[int, float, float]]:
+def _greedy(spaces: dict[str, _Space], units: dict[str, np.ndarray], errors: np.ndarray,
+            before: np.ndarray, cost: np.ndarray, k: int) -> list[tuple[int, float, float]]:
     """Pick up to ``k`` candidates one by one, each the best gain per second given the ones
     before it (the gain: :func:`_information` of the targets' mean expected error, the
     module docstring says why): (candidate position, targets' mean error after, gain per
-    second)."""
+    second). ``units``: per network, the measured series' spacing each target's distances are
+    counted in, whatever is added (:func:`route_error`)."""
     chosen: dict[str, list[int]] = {net: [] for net in spaces}
-    # Distances are counted in the measured series' spacings whatever is added (route_error).
-    units = {net: space.errors(space.measured())[1] for net, space in spaces.items()}
     current = errors.copy()
     picked: list[tuple[int, float, float]] = []
     for _ in range(k):

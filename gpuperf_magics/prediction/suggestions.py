@@ -6,6 +6,10 @@ next" line all ask :meth:`~gpuperf_magics.model.TrainingTimeModel.suggest` throu
 :func:`next_runs`, so that the three build the same candidates and say the same words
 (:func:`suggestion_line`: "profile batch 256 next: ±31% → ±9%, about 12 s").
 
+A job asked in another precision than the runs (``--precision amp``) is asked about in that
+precision, and the runs to profile are in the measured one, which the line says: "profile
+batch 256 (in FP32) next: ...".
+
 Candidates are the batch sizes and depths a user would try, on the device of the latest run,
 with its other features: the powers of two from the smallest measured batch size up to the
 largest one measured or asked about, not yet measured (:func:`candidate_batches`); where the
@@ -287,6 +291,9 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
     # widen or keep it is no suggestion (nor are the picks that assumed it measured).
     gains = picks["gain_per_s"].to_numpy(dtype=float)
     picks = picks.iloc[:next((i for i, g in enumerate(gains) if not g > 0), len(gains))]
+    if asked_in and asked_in != fitted.precision:  # say which precision to profile in
+        runs_in = fitted.precision.upper() if fitted.precision else "your runs' precision"
+        labels = [f"{label} (in {runs_in})" for label in labels]
     lines = [suggestion_line(labels[candidates.index.get_loc(i)], before,
                              row.expected_mape_after * ratio, row.cost_s, len(asked))
              for i, row in zip(picks.index, picks.itertuples(), strict=True)]
