@@ -507,7 +507,7 @@ def _greedy(spaces: dict[str, _Space], units: dict[str, np.ndarray], errors: np.
     current = errors.copy()
     picked: list[tuple[int, float, float]] = []
     for _ in range(k):
-        best: tuple[float, float, str, int, np.ndarray] | None = None
+        best: tuple[tuple[float, float, float], float, str, int, np.ndarray] | None = None
         for net, space in spaces.items():
             for j in map(int, np.flatnonzero(space.novel)):
                 if j in chosen[net]:
@@ -518,11 +518,15 @@ def _greedy(spaces: dict[str, _Space], units: dict[str, np.ndarray], errors: np.
                 gain = _information(float(np.mean(current)), float(np.mean(trial)))
                 c = float(cost[space.rows[j]])
                 rate = gain / c if c > 0 else 0.0
-                if best is None or (rate, -c) > (best[0], -best[1]):
-                    best = (rate, c, net, j, trial)
+                # A run that would not narrow the answer comes after every one that would:
+                # the least widening, then the cheapest (per second, a widening run costing
+                # more would look less harmful).
+                key = (1.0, rate, -c) if gain > 0 else (0.0, gain, -c)
+                if best is None or key > best[0]:
+                    best = (key, rate, net, j, trial)
         if best is None:
             break
-        rate, _, net, pick, trial = best
+        _, rate, net, pick, trial = best
         chosen[net].append(pick)
         current = trial
         picked.append((int(spaces[net].rows[pick]), float(np.mean(current)), rate))
