@@ -97,10 +97,23 @@ def route(index: SeriesIndex, v: np.ndarray, h: np.ndarray, allowed: np.ndarray)
     others = allowed & ~on_hw
     if not others.any():
         return _chain(index, v, on_hw)
-    sources = _sources(index, v, others)
+    sources = _twins(index, h, _sources(index, v, others))
     if not sources:
         return _chain(index, v, on_hw)
     return Route("gpu", sources=sources, new_gpu=not on_hw.any(), batch_axis=index.batch_axis)
+
+
+def _twins(index: SeriesIndex, h: np.ndarray, sources: list[tuple[int, Route]]
+           ) -> list[tuple[int, Route]]:
+    """The sources on a twin of the query's GPU, where there are any: another GPU with its
+    spec sheet (peak, bandwidth and precision; the Quadro RTX 6000 and 8000, the A100 40 GB in
+    PCIe and SXM4) is the nearest evidence there is, and the others' moves, each off by its
+    own architecture, would only blur it. Else every source."""
+    n = min(len(h), 3)
+    if n < 3 or len(sources) < 2:
+        return sources
+    twins = [(rep, sub) for rep, sub in sources if np.array_equal(index.hw[rep, :n], h[:n])]
+    return twins or sources
 
 
 def _sources(index: SeriesIndex, v: np.ndarray, others: np.ndarray) -> list[tuple[int, Route]]:

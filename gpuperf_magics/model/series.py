@@ -9,6 +9,8 @@ of one network's rows; :mod:`~.local` routes queries over it.
 
 from __future__ import annotations
 
+import zlib
+
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
@@ -33,7 +35,7 @@ class SeriesIndex:
     batch_axis: int | None  # index in cols of the batch axis
     values: np.ndarray  # (n_configs, n_cols)
     #: (n_configs, n_hw): effective peak, bandwidth (0 columns on the CPU), then the
-    #: precision's code where devices are known (:func:`precision_codes`).
+    #: precision's and the GPU's codes where devices are known (:func:`device_codes`).
     hw: np.ndarray
     naive_peak: np.ndarray  # (n_configs,) plain spec-sheet peak of the precision
     t: np.ndarray  # (n_configs,) median seconds per iteration
@@ -190,21 +192,38 @@ def precision_codes(device: np.ndarray) -> np.ndarray:
                      else 0.0 for d in device], dtype=float)
 
 
+def gpu_codes(device: np.ndarray) -> np.ndarray:
+    """The catalog GPU of each device key as a number (its name's CRC-32; 0 for none)."""
+    return np.array([float(zlib.crc32(d.rpartition("|")[0].encode())) if isinstance(d, str)
+                     else 0.0 for d in device], dtype=float)
+
+
+def device_codes(device: np.ndarray) -> np.ndarray:
+    """(n, 2): the precision's and the GPU's codes of each device key."""
+    return np.column_stack([precision_codes(device), gpu_codes(device)])
+
+
 def _with_precision(hw: np.ndarray, hw_cols: list[str], device: np.ndarray | None
                     ) -> np.ndarray:
-    """The hardware columns and, where devices are known, the precision's code after them.
+    """The hardware columns and, where devices are known, the precision's and the GPU's
+    codes after them (:func:`device_codes`).
 
     A precision is part of the device whether or not the catalog has its peak: the GTX
     1080 Ti has no FP16 tensor peak, so its FP32 and AMP runs have the same peak and
     bandwidth, and without the code they were one GPU (an AMP run of a network a repeat of,
     or a batch move from, its FP32 run). With it, FP32 → AMP is a move between devices,
     answered by the evidence of workloads measured both ways (:mod:`~.evidence_move`), and
-    without evidence by the spec sheet (equal peaks: the same time). Only beside both
-    hardware columns: the moves read the bandwidth as the second.
+    without evidence by the spec sheet (equal peaks: the same time). So is the GPU: the
+    Quadro RTX 6000, the Quadro RTX 8000 and the TITAN RTX have one peak and one bandwidth,
+    as have the A100 40 GB in PCIe and SXM4 and the V100 SXM2 in 16 and 32 GB; without its
+    code a run on one was a measured configuration of the other (until 2026-12-05: lambda2025
+    held out one of them and answered it as a repeat, 58% of those rows inside an interval of
+    the repeat noise), where a 250 W PCIe card and a 400 W SXM4 module run apart. Only beside
+    both hardware columns: the moves read the bandwidth as the second.
     """
     if device is None or list(hw_cols) != list(HARDWARE):
         return hw
-    return np.column_stack([hw, precision_codes(device)])
+    return np.column_stack([hw, device_codes(device)])
 
 
 def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: np.ndarray
@@ -217,10 +236,10 @@ def query_arrays(index: SeriesIndex, hw_cols: list[str], prep: Prepared, rows: n
     hw = feats[hw_cols].to_numpy(float) if hw_cols else np.zeros((len(rows), 0))
     if hw.size and np.isnan(hw).any():
         return None
-    if index.hw.shape[1] > hw.shape[1]:  # the precision's code (see _with_precision)
+    if index.hw.shape[1] > hw.shape[1]:  # the device's codes (see _with_precision)
         device = (prep.device[rows] if prep.device is not None
                   else np.full(len(rows), None, dtype=object))
-        hw = np.column_stack([hw, precision_codes(device)])
+        hw = np.column_stack([hw, device_codes(device)])
     naive = prep.naive_peak[rows] if prep.naive_peak is not None else np.full(len(rows), np.nan)
     if hw.size:
         naive = np.where(np.isfinite(naive), naive, hw[:, 0])
