@@ -10,7 +10,6 @@ of one network's rows; :mod:`~.local` routes queries over it.
 from __future__ import annotations
 
 import zlib
-
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
