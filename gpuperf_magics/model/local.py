@@ -108,11 +108,13 @@ def _twins(index: SeriesIndex, h: np.ndarray, sources: list[tuple[int, Route]]
     """The sources on a twin of the query's GPU, where there are any: another GPU with its
     spec sheet (peak, bandwidth and precision; the Quadro RTX 6000 and 8000, the A100 40 GB in
     PCIe and SXM4) is the nearest evidence there is, and the others' moves, each off by its
-    own architecture, would only blur it. Else every source."""
-    n = min(len(h), 3)
-    if n < 3 or len(sources) < 2:
+    own architecture, would only blur it. Else every source. Without the device codes
+    (:func:`~.series.device_codes`) GPUs of one spec sheet are one GPU, and there are none."""
+    spec = 3  # peak, bandwidth, precision's code; the GPU's code follows
+    if index.hw.shape[1] <= spec or len(sources) < 2:
         return sources
-    twins = [(rep, sub) for rep, sub in sources if np.array_equal(index.hw[rep, :n], h[:n])]
+    twins = [(rep, sub) for rep, sub in sources
+             if np.array_equal(index.hw[rep, :spec], h[:spec])]
     return twins or sources
 
 

@@ -453,18 +453,24 @@ def _design(index: SeriesIndex, r: Route, v: np.ndarray, method: str, noise: flo
     q = float(v[r.axis])
     if r.kind == "chain":
         x = np.array([b for b, _, _ in r.steps], dtype=float)
-        x = x[np.argsort(np.abs(x - q), kind="stable")][:2]
-        if len(x) and x.min() > 0 and q > 0:
-            x, q = np.log(x), math.log(q)
+        x, q = _log_steps(x[np.argsort(np.abs(x - q), kind="stable")][:2], q)
         return x, np.full(len(x), noise), q
     if len(r.members) == 0:
         return np.zeros(1), np.full(1, noise), 0.0
     pts = _points(index, r, v, method)
     x = index.values[pts, r.axis].astype(float)
-    if method != "line" and x.min() > 0 and q > 0:
-        x, q = np.log(x), math.log(q)
+    if method != "line":
+        x, q = _log_steps(x, q)
     sigma = noise / np.sqrt(np.maximum(index.count[pts].astype(float), 1.0))
     return x, sigma, q
+
+
+def _log_steps(x: np.ndarray, q: float) -> tuple[np.ndarray, float]:
+    """Positions in log steps where every value is positive (as :func:`~.local.reach`
+    counts), else as they are."""
+    if len(x) and x.min() > 0 and q > 0:
+        return np.log(x), math.log(q)
+    return x, q
 
 
 def _hat(x: np.ndarray, q: float) -> np.ndarray:
@@ -489,10 +495,7 @@ def _product(index: SeriesIndex, r: Route, v: np.ndarray, method: str) -> float:
         near, far, _ = _gaps(index, r, v)
         return near * far
     pts = _points(index, r, v, method if method == "line" else "lin")
-    x = index.values[pts, r.axis].astype(float)
-    q = float(v[r.axis])
-    if x.min() > 0 and q > 0:
-        x, q = np.log(x), math.log(q)
+    x, q = _log_steps(index.values[pts, r.axis].astype(float), float(v[r.axis]))
     return abs(float(np.sum(_hat(x, q) * x * x)) - q * q)
 
 
