@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gpuperf_magics.model.clusters import cluster_interval
 from gpuperf_magics.model.estimator import GlobalModel
 from gpuperf_magics.model.evidence import EvidenceBase, empty_base, own_base
 from gpuperf_magics.model.evidence import shipped as shipped_evidence
@@ -79,6 +80,8 @@ class _Local:
     evidence: EvidenceMove | None = None
     #: Validated log residuals of the evidence move per bucket (:mod:`~.evidence_move`).
     buckets: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The GPU each of those residuals moved to (``validation.gpu_group``), in their order.
+    bucket_groups: dict[str, np.ndarray] = field(default_factory=dict)
 
     def method(self, key: str) -> str:
         chosen = self.moves.get(key)
@@ -127,7 +130,11 @@ class DefaultModel(GlobalModel):
     evidence_residuals_ : dict
         Validated log residuals of the evidence move per evidence bucket, pooled over the
         networks (where a bucket has enough, they set its intervals instead of the public
-        calibration).
+        calibration), sorted.
+    evidence_groups_ : dict
+        The GPU each of those residuals moved to (a number per GPU), in their order: one
+        GPU's moves share its error, and its intervals count GPUs, not moves
+        (:mod:`~.clusters`).
     """
 
     method = "default"
@@ -205,16 +212,23 @@ class DefaultModel(GlobalModel):
             jobs.append((loc, (net, prep_agg, medians, agg_rows, position)))
         n_workers = workers(self.n_jobs, len(first), len(jobs))
         refitter = Refitter(self._settings(), self.random_state, self.coverage)
-        for (loc, _), (tasks, buckets) in zip(
+        for (loc, _), (tasks, buckets, groups) in zip(
                 jobs, validate_all(refitter, jobs, n_workers), strict=True):
-            self._choose_moves(loc, tasks, buckets)
+            self._choose_moves(loc, tasks, buckets, groups)
         # The evidence move's validated residuals per bucket, pooled over the networks: a
         # network measured on one GPU is moved with the errors the others' moves made.
         pooled: dict[str, list[np.ndarray]] = {}
+        pooled_groups: dict[str, list[np.ndarray]] = {}
         for loc in self.local_.values():
             for bucket, res in loc.buckets.items():
                 pooled.setdefault(bucket, []).append(res)
-        self.evidence_residuals_ = {b: np.sort(np.concatenate(v)) for b, v in pooled.items()}
+                pooled_groups.setdefault(bucket, []).append(loc.bucket_groups[bucket])
+        self.evidence_residuals_, self.evidence_groups_ = {}, {}
+        for b, v in pooled.items():
+            res = np.concatenate(v)
+            order = np.argsort(res, kind="stable")
+            self.evidence_residuals_[b] = res[order]
+            self.evidence_groups_[b] = np.concatenate(pooled_groups[b])[order]
         # The advice names the error of a move to another GPU: now that the moves are
         # validated, give theirs (see _transfer_error).
         self.advice_ = []
@@ -245,9 +259,14 @@ class DefaultModel(GlobalModel):
 
     @staticmethod
     def _choose_moves(local: _Local, tasks: dict[str, list[dict[str, float]]],
-                      buckets: dict[str, list[float]]) -> None:
+                      buckets: dict[str, list[float]],
+                      groups: dict[str, list[float]]) -> None:
         """Each kind of move's method and residuals, from its validated moves."""
-        local.buckets = {b: np.sort(np.array(v)) for b, v in buckets.items()}
+        local.buckets, local.bucket_groups = {}, {}
+        for b, v in buckets.items():
+            order = np.argsort(v, kind="stable")
+            local.buckets[b] = np.asarray(v, dtype=float)[order]
+            local.bucket_groups[b] = np.asarray(groups[b], dtype=float)[order]
         for key, entries in tasks.items():
             local.moves[key] = choose(key, entries, local.move)
         for key in DEFAULT_METHOD:
@@ -303,7 +322,7 @@ class DefaultModel(GlobalModel):
                                None if prep.device is None else prep.device[row])
             key = r.key
             chosen = local.moves.get(key) or local.moves[family(key)]
-            lo, hi = _interval(chosen.logres, cov)
+            lo, hi = _interval(chosen.logres, cov, chosen.groups)
             lo, hi, wider, cap = _beyond_interval(index, r, values[i], chosen, lo, hi)
             # A run is one draw around its configuration's median: add the repeat noise the
             # runs showed (validated moves compare medians, a new run is a single run).
@@ -322,8 +341,8 @@ class DefaultModel(GlobalModel):
             if method == "evidence" and local.evidence is not None and local.evidence.last:
                 # The interval of the move's evidence bucket, with the repeat noise.
                 last = local.evidence.last
-                lo, hi, expected = local.evidence.interval(self.evidence_residuals_, last,
-                                                           cov)
+                lo, hi, expected = local.evidence.interval(
+                    self.evidence_residuals_, last, cov, getattr(self, "evidence_groups_", {}))
                 if not repeat.prior:
                     lo, hi = -math.hypot(lo, noise[0]), math.hypot(hi, noise[1])
                 detail = f"{detail}: {last.detail}"
@@ -397,7 +416,7 @@ class DefaultModel(GlobalModel):
         extra = []
         for net, loc in self.local_.items():
             for key, m in loc.moves.items():
-                lo, hi = _interval(m.logres, self.coverage)
+                lo, hi = _interval(m.logres, self.coverage, m.groups)
                 source = "public data" if m.prior else f"{len(m.logres)} validated"
                 extra.append({"network": net, "item": "move",
                               "name": f"{key} → {m.method} ({source})", "value": m.mape,
@@ -471,10 +490,17 @@ def _beyond_interval(index: SeriesIndex, r: Any, v: np.ndarray, chosen: Move, lo
             max(chosen.mape, math.expm1(distance)))
 
 
-def _interval(logres: np.ndarray, coverage: float) -> tuple[float, float]:
-    """The (1 − coverage)/2 and (1 + coverage)/2 quantiles of the residuals."""
+def _interval(logres: np.ndarray, coverage: float,
+              groups: np.ndarray | None = None) -> tuple[float, float]:
+    """The (1 − coverage)/2 and (1 + coverage)/2 quantiles of the residuals; where they come
+    in ``groups`` (a GPU move's held-out GPUs), at least the interval of a new group
+    (:func:`~.clusters.cluster_interval`): a few GPUs' errors are a few draws, however many
+    configurations each moved."""
     if len(logres) == 0:
         return -0.5, 0.5
     lo = float(np.quantile(logres, (1 - coverage) / 2))
     hi = float(np.quantile(logres, (1 + coverage) / 2))
+    clustered = cluster_interval(logres, groups, coverage) if groups is not None else None
+    if clustered is not None:
+        lo, hi = min(lo, clustered[0]), max(hi, clustered[1])
     return min(lo, 0.0), max(hi, 0.0)

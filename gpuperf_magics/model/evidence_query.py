@@ -17,6 +17,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
+from gpuperf_magics.model.clusters import cluster_interval
 from gpuperf_magics.model.evidence import EvidenceBase, family_of
 from gpuperf_magics.model.evidence_move import (
     BUCKETS,
@@ -119,19 +120,23 @@ class EvidenceMove:
             return float(np.exp(0.5 * (logs[order][k] + logs[order][k + 1])))
         return float(np.exp(logs[order][k]))
 
-    def interval(self, own: dict[str, np.ndarray], last: Estimate,
-                 coverage: float) -> tuple[float, float, float]:
+    def interval(self, own: dict[str, np.ndarray], last: Estimate, coverage: float,
+                 groups: dict[str, np.ndarray] | None = None) -> tuple[float, float, float]:
         """(low, high, MAPE) of the move ``last``: the user's validated residuals of its
-        bucket where there are enough, else the public calibration scaled by its spread."""
+        bucket where there are enough, else the public calibration scaled by its spread.
+        ``groups``: the GPU each residual moved to, in their order; where given, the
+        interval is at least that of a new GPU (:func:`~.clusters.cluster_interval`)."""
+        groups = groups or {}
         if last.bucket == "gpu:spec":
-            spec = self._spec_interval(own, coverage)
+            spec = self._spec_interval(own, coverage, groups)
             if spec is not None:
                 return spec
         public = interval(self.public.calibration, last.bucket, coverage, last.sd)
         res = own.get(last.bucket)
         if res is None or len(res) < OWN_CALIBRATION:
             return public
-        mine = interval({last.bucket: summary(res)}, last.bucket, coverage)
+        mine = _clustered(interval({last.bucket: summary(res)}, last.bucket, coverage), res,
+                          groups.get(last.bucket), coverage)
         if last.bucket.endswith(("direct", "weak")):
             # The user's validated moves came from every other GPU of a network at once (their
             # median); a network measured on one GPU moves from that one: its error is at
@@ -139,8 +144,8 @@ class EvidenceMove:
             return min(mine[0], public[0]), max(mine[1], public[1]), max(mine[2], public[2])
         return mine
 
-    def _spec_interval(self, own: dict[str, np.ndarray], coverage: float
-                       ) -> tuple[float, float, float] | None:
+    def _spec_interval(self, own: dict[str, np.ndarray], coverage: float,
+                       groups: dict[str, np.ndarray]) -> tuple[float, float, float] | None:
         """No evidence on the two GPUs: the move is the spec-sheet prior (:attr:`prior_move`).
 
         The public calibration of the ``spec`` bucket measures the plain peak ratio over
@@ -152,18 +157,33 @@ class EvidenceMove:
         move's own errors on held-out GPUs (its 10th and 90th percentiles, other coverages by
         a normal's quantiles): a move with no evidence errs at least as much as one with it.
         None: no own validation (the public calibration then)."""
-        res = own.get("gpu:spec", np.zeros(0))
+        res, group = own.get("gpu:spec", np.zeros(0)), groups.get("gpu:spec")
         if len(res) < OWN_CALIBRATION:  # (older fits: every bucket's residuals pooled)
-            pooled = [r for b, r in own.items() if b.startswith("gpu:")]
-            res = np.concatenate(pooled) if pooled else np.zeros(0)
+            pooled = [b for b in own if b.startswith("gpu:")]
+            res = np.concatenate([own[b] for b in pooled]) if pooled else np.zeros(0)
+            group = (np.concatenate([groups[b] for b in pooled])
+                     if pooled and all(b in groups for b in pooled) else None)
         if len(res) < OWN_CALIBRATION:
             return None
-        lo, hi, mape = interval({"gpu:spec": summary(res)}, "gpu:spec", coverage)
+        lo, hi, mape = _clustered(interval({"gpu:spec": summary(res)}, "gpu:spec", coverage),
+                                  res, group, coverage)
         m = self.prior_move
         if m.n_pairs and m.weight > 0:
             scale = NormalDist().inv_cdf((1 + coverage) / 2) / NormalDist().inv_cdf(0.9)
             lo, hi, mape = min(lo, scale * m.q_lo), max(hi, scale * m.q_hi), max(mape, m.mape)
         return min(lo, 0.0), max(hi, 0.0), mape
+
+
+def _clustered(bounds: tuple[float, float, float], res: np.ndarray,
+               groups: np.ndarray | None, coverage: float) -> tuple[float, float, float]:
+    """An interval ``(low, high, MAPE)`` of residuals ``res`` widened to at least that of a
+    new GPU where the GPU of each residual is known (:func:`~.clusters.cluster_interval`)."""
+    lo, hi, mape = bounds
+    clustered = (cluster_interval(res, groups, coverage)
+                 if groups is not None and len(groups) == len(res) else None)
+    if clustered is not None:
+        lo, hi = min(lo, clustered[0], 0.0), max(hi, clustered[1], 0.0)
+    return lo, hi, mape
 
 
 def _rank(bucket: str) -> int:

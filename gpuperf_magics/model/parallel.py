@@ -64,7 +64,8 @@ class Refitter:
 
 
 Job = tuple[Any, tuple[Any, ...]]  # (a network's _Local, its configuration medians)
-Result = tuple[dict[str, list[dict[str, float]]], dict[str, list[float]]]
+Result = tuple[dict[str, list[dict[str, float]]], dict[str, list[float]],
+               dict[str, list[float]]]
 
 
 def workers(n_jobs: int | None, configurations: int, networks: int) -> int:

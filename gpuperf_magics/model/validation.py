@@ -10,6 +10,7 @@ could be validated, the public figures (``MEASURED_MAPE``, the shipped GPU move)
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -95,6 +96,8 @@ class Move:
     errors: dict[str, float] = field(default_factory=dict)  # MAPE of every candidate
     prior_mape: float | None = None  # too few validated moves: the public figure
     reach: float = 1.0  # median reach of the validated moves beyond a series (local.reach)
+    #: GPU moves: the held-out GPU of each residual in ``logres`` (:mod:`~.clusters`)
+    groups: np.ndarray | None = None
 
     @property
     def prior(self) -> bool:
@@ -108,7 +111,8 @@ class Move:
 
 
 def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
-             ) -> tuple[dict[str, list[dict[str, float]]], dict[str, list[float]]]:
+             ) -> tuple[dict[str, list[dict[str, float]]], dict[str, list[float]],
+                        dict[str, list[float]]]:
     """Log residuals of every candidate, per kind of move, on the user's own data.
 
     Local and naive candidates: each configuration left out in turn (and each GPU, for
@@ -116,7 +120,8 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
     (GPU moves) or without a third of the configurations (other moves; only up to
     :data:`MAX_REFIT` configurations, as each refit costs a fit). The evidence move is
     validated without the network's own rows (a held-out GPU's rows would be its own
-    evidence); its residuals are also returned per evidence bucket.
+    evidence); its residuals are also returned per evidence bucket, with the GPU each
+    moved to (:func:`gpu_group`: one GPU's moves share its error, :mod:`~.clusters`).
     """
     index = local.index
     rng = np.random.default_rng(model.random_state)
@@ -143,7 +148,7 @@ def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
     if index.hw.shape[1]:
         _gpu_moves(model, index, medians, rng, refits, scorer.global_pred, scorer.add)
     _repeat_tasks(index, scorer.tasks)
-    return scorer.tasks, scorer.buckets
+    return scorer.tasks, scorer.buckets, scorer.bucket_groups
 
 
 @dataclass
@@ -161,6 +166,7 @@ class _Scorer:
     subs: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_METHOD))
     evidence: EvidenceMove | None = None
     buckets: dict[str, list[float]] = field(default_factory=dict)
+    bucket_groups: dict[str, list[float]] = field(default_factory=dict)  # gpu_group of each
 
     def add(self, c: int, allowed: np.ndarray, every_axis: bool = False) -> None:
         """Score configuration ``c`` reached from the ``allowed`` configurations."""
@@ -190,12 +196,24 @@ class _Scorer:
             # every move, so that a move without evidence is calibrated by spec-sheet moves
             # on these GPUs, not by moves that had evidence.
             spec = f"{ev.last.bucket.partition(':')[0]}:spec"
+            group = gpu_group(index, c)
             if ev.last.bucket != spec:
                 self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
+                self.bucket_groups.setdefault(ev.last.bucket, []).append(group)
             if np.isfinite(ev.last_spec) and ev.last_spec > 0:
                 self.buckets.setdefault(spec, []).append(float(np.log(actual / ev.last_spec)))
+                self.bucket_groups.setdefault(spec, []).append(group)
         task["_reach"] = reach(index, r, index.values[c])
+        if r.kind == "gpu":  # the GPU held out: its configurations share its error
+            task["_group"] = gpu_group(index, c)
         self.tasks.setdefault(r.key, []).append(task)
+
+
+def gpu_group(index: SeriesIndex, c: int) -> float:
+    """The GPU of configuration ``c`` as a number that names it in every network's index
+    (its hardware row: peak, bandwidth and, where known, the precision's and the GPU's
+    codes), so that one GPU's moves pooled over networks are one cluster."""
+    return float(zlib.crc32(np.round(index.hw[c], 6).astype(float).tobytes()))
 
 
 def _axis_holdouts(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...],
@@ -321,11 +339,15 @@ def choose(key: str, entries: list[dict[str, float]], move: GpuMove) -> Move:
         best = min(errors, key=errors.__getitem__)
         if method not in errors or errors[best] < 0.97 * errors[method]:
             method = best
-    own = np.sort([e[method] for e in entries if method in e])
+    mine = [e for e in entries if method in e]
+    order = np.argsort([e[method] for e in mine], kind="stable")
+    own = np.array([mine[i][method] for i in order], dtype=float)
     if enough and len(own) >= MIN_TASKS:
-        reaches = [e["_reach"] for e in entries if method in e and e.get("_reach", 0) > 0]
-        return Move(method, own, errors,
-                     reach=float(np.median(reaches)) if reaches else 1.0)
+        reaches = [e["_reach"] for e in mine if e.get("_reach", 0) > 0]
+        groups = (np.array([mine[i]["_group"] for i in order])
+                  if all("_group" in e for e in mine) else None)
+        return Move(method, own, errors, reach=float(np.median(reaches)) if reaches else 1.0,
+                    groups=groups)
     logres, mape = _prior(key, move)
     return Move(method, logres, errors, prior_mape=mape)
 

@@ -1,0 +1,115 @@
+"""Intervals of moves to a GPU never measured, from the few GPUs that were
+(gpuperf_magics.model.clusters, and its use by the default model)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import stdtrit
+
+from gpuperf_magics.model import TrainingTimeModel
+from gpuperf_magics.model.clusters import cluster_interval
+from gpuperf_magics.model.evidence import empty_base
+
+
+def _validated(rng: np.random.Generator, n_gpus: int, tau: float, noise: float,
+               runs: int = 10) -> tuple[np.ndarray, np.ndarray, float]:
+    """Residuals as validation makes them: each GPU, whose effect is drawn with spread
+    ``tau``, moved from the mean of the others (``runs`` configurations each, with ``noise``),
+    and one more run on one more GPU moved from all of them."""
+    effect = rng.normal(0.0, tau, n_gpus + 1)
+    res = np.concatenate([effect[g] - np.delete(effect[:n_gpus], g).mean()
+                          + rng.normal(0.0, noise, runs) for g in range(n_gpus)])
+    new = effect[n_gpus] - effect[:n_gpus].mean() + rng.normal(0.0, noise)
+    return res, np.repeat(np.arange(n_gpus), runs), float(new)
+
+
+@pytest.mark.parametrize("n_gpus", [3, 4, 8])
+def test_a_new_gpu_is_inside_its_80_percent_interval_80_percent_of_the_time(
+        n_gpus: int) -> None:
+    """Known noise: the GPUs' effects spread by 0.3 in log time, the runs by 0.1. The
+    pooled residuals' 10th-90th percentiles cover less the fewer the GPUs (a new draw falls
+    inside the range of n draws (n − 1)/(n + 1) of the time); the cluster interval covers
+    80% (±3.6%, twice the binomial σ of 500 draws)."""
+    rng = np.random.default_rng(n_gpus)
+    inside = pooled = 0
+    draws = 500
+    for _ in range(draws):
+        res, groups, new = _validated(rng, n_gpus, tau=0.3, noise=0.1)
+        interval = cluster_interval(res, groups, 0.8)
+        assert interval is not None
+        inside += interval[0] <= new <= interval[1]
+        lo, hi = np.quantile(res, [0.1, 0.9])
+        pooled += lo <= new <= hi
+    assert inside / draws == pytest.approx(0.8, abs=0.036)
+    if n_gpus <= 4:
+        assert pooled / draws < 0.76  # what the pooled quantiles gave
+
+
+def test_the_interval_of_exact_runs_is_students_t_on_the_gpus_spread() -> None:
+    """Runs without noise: the interval is the mean ± t(G − 1) times the GPUs' spread, with
+    the spread of effects recovered from residuals that are G/(G − 1) times them."""
+    means = np.array([0.3, -0.1, -0.2, 0.0])
+    res = np.repeat(means, 5)
+    groups = np.repeat(np.arange(4), 5)
+    lo, hi = cluster_interval(res, groups, 0.8)
+    spread = np.var(means, ddof=1) * (3 / 4) ** 2 * (1 + 1 / 4)
+    half = float(stdtrit(3, 0.9)) * math.sqrt(spread)
+    assert (lo, hi) == pytest.approx((-half, half))
+    # Ten times the configurations per GPU: the same four draws, the same interval.
+    assert cluster_interval(np.repeat(means, 50), np.repeat(np.arange(4), 50), 0.8) == (
+        pytest.approx((lo, hi)))
+
+
+def test_the_runs_spread_is_their_own_quantile_not_a_normals() -> None:
+    """GPUs that agree, runs with a heavy tail (one in ten 1.0 off, the rest 0.05): the
+    interval is the runs' 80% quantile of distance to their GPU's mean, not 1.28 standard
+    deviations (0.42, which the one-in-ten tail would have set)."""
+    runs = np.array([0.05, -0.05] * 4 + [1.0, -1.0])
+    res = np.tile(runs, 4)
+    groups = np.repeat(np.arange(4), len(runs))
+    lo, hi = cluster_interval(res, groups, 0.8)
+    q = float(np.quantile(np.abs(runs), 0.8))
+    assert (lo, hi) == pytest.approx((-q, q))
+    assert hi < 1.28 * float(np.std(runs))
+
+
+def test_two_gpus_are_one_mirrored_draw_and_give_no_interval() -> None:
+    res = np.array([0.2, 0.25, -0.2, -0.25])
+    assert cluster_interval(res, np.array([0, 0, 1, 1]), 0.8) is None
+    assert cluster_interval(res, np.zeros(4), 0.8) is None
+
+
+def test_a_move_to_an_unmeasured_gpu_is_at_least_as_wide_as_the_gpus_spread_allows() -> None:
+    """Four networks on four GPUs whose speeds miss the spec sheet by known factors: a fifth
+    GPU's interval holds the cluster interval of the spec-sheet move's validated errors,
+    wider than their pooled percentiles (four GPUs' errors, 96 configurations)."""
+    factor = {"Tesla T4": 1.0, "NVIDIA GeForce RTX 2080 Ti": 0.75,
+              "Tesla V100-SXM2-16GB": 1.35, "NVIDIA A100-SXM4-40GB": 0.8}
+    peaks = {"Tesla T4": 8.1, "NVIDIA GeForce RTX 2080 Ti": 13.4,
+             "Tesla V100-SXM2-16GB": 15.7, "NVIDIA A100-SXM4-40GB": 19.5}
+    rows = [{"network": f"net{k}", "gpu": gpu, "batch_size": b, "iterations": 10,
+             "time_s": 10 * 0.002 * (k + 1) * b * 8.1 / (peaks[gpu] * f)}
+            for k in range(4) for gpu, f in factor.items() for b in (16, 32, 64, 128, 256, 512)]
+    store = pd.DataFrame(rows)
+    model = TrainingTimeModel(evidence=empty_base()).fit(store.drop(columns="time_s"),
+                                                         store["time_s"])
+    est = model.estimator_
+    res, groups = est.evidence_residuals_["gpu:spec"], est.evidence_groups_["gpu:spec"]
+    assert len(np.unique(groups)) == 4 and len(groups) == len(res)
+    # The chosen method's residuals keep their GPUs too (the intervals of other methods).
+    transfer = est.local_["net0"].moves["transfer"]
+    assert transfer.groups is not None and len(np.unique(transfer.groups)) == 4
+    lo, hi = cluster_interval(res, groups, 0.8)
+    pooled = np.quantile(res, [0.1, 0.9])
+    assert hi - lo > pooled[1] - pooled[0]
+    query = pd.DataFrame([{"network": "net0", "gpu": "Quadro RTX 6000", "batch_size": 64,
+                           "iterations": 10}])
+    table = model.predict_table(query)
+    assert table["kind"].iloc[0] == "transfer"
+    t = table.iloc[0]
+    assert math.log(t["time_low_s"] / t["time_s"]) <= min(lo, 0.0) + 1e-9
+    assert math.log(t["time_high_s"] / t["time_s"]) >= max(hi, 0.0) - 1e-9
