@@ -77,6 +77,16 @@ def test_the_runs_spread_is_their_own_quantile_not_a_normals() -> None:
     assert hi < 1.28 * float(np.std(runs))
 
 
+def test_from_ten_gpus_at_80_percent_the_pooled_percentiles_are_left_alone() -> None:
+    """Ten GPUs: the pooled 10th and 90th percentiles are (at least) the second draw from each
+    end, which covers a new draw 9/11 of the time; at 90% it takes twenty."""
+    rng = np.random.default_rng(0)
+    for n_gpus, coverage, drawn in [(9, 0.8, True), (10, 0.8, False), (19, 0.9, True),
+                                    (20, 0.9, False)]:
+        res, groups, _ = _validated(rng, n_gpus, tau=0.3, noise=0.1)
+        assert (cluster_interval(res, groups, coverage) is not None) is drawn
+
+
 def test_two_gpus_are_one_mirrored_draw_and_give_no_interval() -> None:
     res = np.array([0.2, 0.25, -0.2, -0.25])
     assert cluster_interval(res, np.array([0, 0, 1, 1]), 0.8) is None
