@@ -322,7 +322,7 @@ class DefaultModel(GlobalModel):
                                None if prep.device is None else prep.device[row])
             key = r.key
             chosen = local.moves.get(key) or local.moves[family(key)]
-            lo, hi = _interval(chosen.logres, cov, chosen.groups)
+            lo, hi = _interval(chosen.logres, cov, chosen.groups if r.new_gpu else None)
             lo, hi, wider, cap = _beyond_interval(index, r, values[i], chosen, lo, hi)
             # A run is one draw around its configuration's median: add the repeat noise the
             # runs showed (validated moves compare medians, a new run is a single run).
@@ -341,8 +341,11 @@ class DefaultModel(GlobalModel):
             if method == "evidence" and local.evidence is not None and local.evidence.last:
                 # The interval of the move's evidence bucket, with the repeat noise.
                 last = local.evidence.last
-                lo, hi, expected = local.evidence.interval(
-                    self.evidence_residuals_, last, cov, getattr(self, "evidence_groups_", {}))
+                # A GPU never measured: at least the interval of a new GPU (its bucket's
+                # held-out GPUs, :mod:`~.clusters`); fits before it have no groups.
+                groups = getattr(self, "evidence_groups_", {}) if r.new_gpu else {}
+                lo, hi, expected = local.evidence.interval(self.evidence_residuals_, last,
+                                                           cov, groups)
                 if not repeat.prior:
                     lo, hi = -math.hypot(lo, noise[0]), math.hypot(hi, noise[1])
                 detail = f"{detail}: {last.detail}"

@@ -10,6 +10,7 @@ could be validated, the public figures (``MEASURED_MAPE``, the shipped GPU move)
 from __future__ import annotations
 
 import dataclasses
+import math
 import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -196,7 +197,9 @@ class _Scorer:
             # every move, so that a move without evidence is calibrated by spec-sheet moves
             # on these GPUs, not by moves that had evidence.
             spec = f"{ev.last.bucket.partition(':')[0]}:spec"
-            group = gpu_group(index, c)
+            # Only a held-out GPU's moves are draws of a new GPU's error (NaN: a move to a
+            # GPU measured in other configurations, which no cluster interval is about).
+            group = gpu_group(index, c) if r.new_gpu else math.nan
             if ev.last.bucket != spec:
                 self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
                 self.bucket_groups.setdefault(ev.last.bucket, []).append(group)
@@ -204,7 +207,7 @@ class _Scorer:
                 self.buckets.setdefault(spec, []).append(float(np.log(actual / ev.last_spec)))
                 self.bucket_groups.setdefault(spec, []).append(group)
         task["_reach"] = reach(index, r, index.values[c])
-        if r.kind == "gpu":  # the GPU held out: its configurations share its error
+        if r.kind == "gpu" and r.new_gpu:  # the GPU held out: its configurations share its error
             task["_group"] = gpu_group(index, c)
         self.tasks.setdefault(r.key, []).append(task)
 
