@@ -103,3 +103,13 @@ def cluster_interval(logres: np.ndarray, groups: np.ndarray,
         runs *= float(stdtrit(within_df, p)) / NormalDist().inv_cdf(p)
     half = math.hypot(t * math.sqrt(spread), runs)
     return centre - half, centre + half
+
+
+def at_least_cluster(lo: float, hi: float, logres: np.ndarray, groups: np.ndarray | None,
+                     coverage: float) -> tuple[float, float]:
+    """``(lo, hi)`` widened to at least :func:`cluster_interval` of ``logres`` where the
+    cluster of each is known (``groups`` aligned with them; None: as they are)."""
+    clustered = cluster_interval(logres, groups, coverage) if groups is not None else None
+    if clustered is None:
+        return lo, hi
+    return min(lo, clustered[0]), max(hi, clustered[1])

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.clusters import cluster_interval
+from gpuperf_magics.model.clusters import at_least_cluster
 from gpuperf_magics.model.estimator import GlobalModel
 from gpuperf_magics.model.evidence import EvidenceBase, empty_base, own_base
 from gpuperf_magics.model.evidence import shipped as shipped_evidence
@@ -503,7 +503,5 @@ def _interval(logres: np.ndarray, coverage: float,
         return -0.5, 0.5
     lo = float(np.quantile(logres, (1 - coverage) / 2))
     hi = float(np.quantile(logres, (1 + coverage) / 2))
-    clustered = cluster_interval(logres, groups, coverage) if groups is not None else None
-    if clustered is not None:
-        lo, hi = min(lo, clustered[0]), max(hi, clustered[1])
+    lo, hi = at_least_cluster(lo, hi, logres, groups, coverage)
     return min(lo, 0.0), max(hi, 0.0)

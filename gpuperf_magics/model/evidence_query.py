@@ -17,7 +17,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.clusters import cluster_interval
+from gpuperf_magics.model.clusters import at_least_cluster
 from gpuperf_magics.model.evidence import EvidenceBase, family_of
 from gpuperf_magics.model.evidence_move import (
     BUCKETS,
@@ -176,14 +176,10 @@ class EvidenceMove:
 
 def _clustered(bounds: tuple[float, float, float], res: np.ndarray,
                groups: np.ndarray | None, coverage: float) -> tuple[float, float, float]:
-    """An interval ``(low, high, MAPE)`` of residuals ``res`` widened to at least that of a
-    new GPU where the GPU of each residual is known (:func:`~.clusters.cluster_interval`)."""
-    lo, hi, mape = bounds
-    clustered = (cluster_interval(res, groups, coverage)
-                 if groups is not None and len(groups) == len(res) else None)
-    if clustered is not None:
-        lo, hi = min(lo, clustered[0], 0.0), max(hi, clustered[1], 0.0)
-    return lo, hi, mape
+    """An interval ``(low, high, MAPE)`` of residuals ``res``, at least that of a new GPU
+    where the GPU of each residual is known (:func:`~.clusters.at_least_cluster`)."""
+    lo, hi = at_least_cluster(bounds[0], bounds[1], res, groups, coverage)
+    return min(lo, 0.0), max(hi, 0.0), bounds[2]
 
 
 def _rank(bucket: str) -> int:

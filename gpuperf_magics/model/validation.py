@@ -191,15 +191,15 @@ class _Scorer:
         if key in self.global_pred and r.kind in ("axis", "gpu", "chain"):
             preds["global"] = self.global_pred[key]
         actual = float(index.per_job(np.array([c]), its)[0])
+        # Only a held-out GPU's moves are draws of a new GPU's error, all alike for its
+        # configurations (NaN: a move to a GPU measured in other configurations).
+        group = gpu_group(index, c) if r.kind == "gpu" and r.new_gpu else math.nan
         task = {m: float(np.log(actual / p)) for m, p in preds.items() if p > 0}
         if ev is not None and "evidence" in task and ev.last is not None:
             # The move's bucket gets its residual; the spec-sheet move alone is scored on
             # every move, so that a move without evidence is calibrated by spec-sheet moves
             # on these GPUs, not by moves that had evidence.
             spec = f"{ev.last.bucket.partition(':')[0]}:spec"
-            # Only a held-out GPU's moves are draws of a new GPU's error (NaN: a move to a
-            # GPU measured in other configurations, which no cluster interval is about).
-            group = gpu_group(index, c) if r.new_gpu else math.nan
             if ev.last.bucket != spec:
                 self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
                 self.bucket_groups.setdefault(ev.last.bucket, []).append(group)
@@ -207,8 +207,8 @@ class _Scorer:
                 self.buckets.setdefault(spec, []).append(float(np.log(actual / ev.last_spec)))
                 self.bucket_groups.setdefault(spec, []).append(group)
         task["_reach"] = reach(index, r, index.values[c])
-        if r.kind == "gpu" and r.new_gpu:  # the GPU held out: its configurations share its error
-            task["_group"] = gpu_group(index, c)
+        if math.isfinite(group):
+            task["_group"] = group
         self.tasks.setdefault(r.key, []).append(task)
 
 
