@@ -1,5 +1,6 @@
-"""Intervals of moves to a GPU never measured, from the few GPUs that were
-(gpuperf_magics.model.clusters, and its use by the default model)."""
+"""Intervals of one more move from few validated ones: of a GPU never measured from the few
+GPUs that were, and of any move from few validated residuals (gpuperf_magics.model.clusters,
+and their use by the default model)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from scipy.special import stdtrit
 
 from gpuperf_magics.model import TrainingTimeModel
-from gpuperf_magics.model.clusters import cluster_interval
+from gpuperf_magics.model.clusters import cluster_interval, sample_interval
 from gpuperf_magics.model.evidence import empty_base
 
 
@@ -149,3 +150,66 @@ def test_a_move_to_an_unmeasured_gpu_is_at_least_as_wide_as_the_gpus_spread_allo
     assert math.log(t["time_high_s"] / t["time_s"]) >= max(hi, 0.0) - 1e-9
     # A measured GPU asked at another batch is no new GPU: its move keeps no GPUs.
     assert est.local_["net0"].moves["gpu"].groups is None
+
+
+@pytest.mark.parametrize("n", [6, 8, 9, 12, 20, 40])
+@pytest.mark.parametrize("dist", ["normal", "laplace"])
+def test_one_more_move_is_inside_the_interval_of_n_validated_ones_80_percent_of_the_time(
+        n: int, dist: str) -> None:
+    """n residuals and one more from the same distribution: the interval covers the new one
+    80% of the time (binomial tolerance of 1500 draws, ±2.1%, or a few points wider: Student's
+    interval below nine residuals errs wide on heavy tails), where the residuals' own 10th-90th
+    percentiles cover (n − 1)/(n + 1)-ish, 60% for six."""
+    rng = np.random.default_rng(n)
+    draws, inside, pooled = 1500, 0, 0
+    for _ in range(draws):
+        x = rng.normal(size=n + 1) if dist == "normal" else rng.laplace(size=n + 1)
+        lo, hi = sample_interval(x[:n], 0.8)
+        inside += lo <= x[n] <= hi
+        plo, phi = np.quantile(x[:n], [0.1, 0.9])
+        pooled += plo <= x[n] <= phi
+    assert 0.8 - 0.021 <= inside / draws <= 0.8 + 0.045
+    if n <= 12:
+        assert pooled / draws < 0.72
+
+
+def test_from_nine_residuals_the_bounds_are_order_statistics_below_students_t() -> None:
+    """At 80% the bounds are the residuals of rank (n + 1)/10 and 9(n + 1)/10: the smallest
+    and largest of nine, interpolated between ranks beyond; below nine, at least Student's
+    prediction interval mean ± t(n − 1) s √(1 + 1/n)."""
+    nine = np.arange(9.0)
+    assert sample_interval(nine, 0.8) == (0.0, 8.0)
+    nineteen = np.arange(19.0)  # ranks 2 and 18: the second smallest and the second largest
+    assert sample_interval(nineteen, 0.8) == pytest.approx((1.0, 17.0))
+    assert sample_interval(np.arange(14.0)[::-1], 0.8) == pytest.approx((0.5, 12.5))
+    six = np.array([-0.1, -0.05, 0.0, 0.02, 0.05, 0.08])
+    half = float(stdtrit(5, 0.9)) * float(np.std(six, ddof=1)) * math.sqrt(1 + 1 / 6)
+    lo, hi = sample_interval(six, 0.8)
+    assert (lo, hi) == pytest.approx((six.mean() - half, six.mean() + half))
+    assert lo < six.min() and hi > six.max()
+
+
+def test_a_move_validated_few_times_gets_the_interval_of_one_more_not_their_percentiles() -> None:
+    """A network measured at six batch sizes on one GPU: its validated moves inside the
+    series are few, and the interval of a batch between two measured ones is at least
+    :func:`sample_interval` of them (the repeat noise, none here, added in quadrature),
+    wider than their own 10th-90th percentiles."""
+    rng = np.random.default_rng(3)
+    batches = (8, 16, 32, 64, 128, 256, 512, 1024)
+    store = pd.DataFrame([{"network": "mlp", "gpu": "Tesla T4", "batch_size": b,
+                           "iterations": 10,
+                           "time_s": 10 * (0.004 + 0.0001 * b) * math.exp(rng.normal(0, 0.05))}
+                          for b in batches])
+    model = TrainingTimeModel(evidence=empty_base()).fit(store.drop(columns="time_s"),
+                                                         store["time_s"])
+    move = model.estimator_.local_["mlp"].moves["batch:inside"]
+    assert not move.prior and 6 <= len(move.logres) < 9
+    lo, hi = sample_interval(move.logres, 0.8)
+    plo, phi = np.quantile(move.logres, [0.1, 0.9])
+    assert hi - lo > phi - plo
+    table = model.predict_table(pd.DataFrame([{"network": "mlp", "gpu": "Tesla T4",
+                                               "batch_size": 48, "iterations": 10}]))
+    t = table.iloc[0]
+    assert t["kind"] == "interpolation"
+    assert math.log(t["time_low_s"] / t["time_s"]) <= min(lo, 0.0) + 1e-9
+    assert math.log(t["time_high_s"] / t["time_s"]) >= max(hi, 0.0) - 1e-9

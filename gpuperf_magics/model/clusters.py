@@ -1,4 +1,5 @@
-"""Intervals from residuals that come in clusters: the validated moves to another GPU.
+"""Intervals of one more move from few validated ones: in clusters (the moves to another GPU),
+or one draw each (:func:`sample_interval`, every other kind of move).
 
 A GPU move is validated by holding each measured GPU out in turn and moving every
 configuration of it from the others (:mod:`~.validation`). Its residuals are many, but they are
@@ -113,3 +114,35 @@ def at_least_cluster(lo: float, hi: float, logres: np.ndarray, groups: np.ndarra
     if clustered is None:
         return lo, hi
     return min(lo, clustered[0]), max(hi, clustered[1])
+
+
+
+def sample_interval(logres: np.ndarray, coverage: float) -> tuple[float, float]:
+    """(low, high) log residual of one more move of a kind from its ``n`` validated ones.
+
+    The ``p``-th percentile of ``n`` residuals is not the ``p``-th percentile of the next one:
+    a new draw falls between the ``j``-th smallest and the ``j``-th largest of ``n``
+    exchangeable ones with probability ``(n + 1 − 2j)/(n + 1)``, so the bounds are the order
+    statistics of rank ``(n + 1)(1 ∓ coverage)/2`` (interpolated between ranks: the ranks of
+    split-conformal prediction), not ``np.quantile``'s ``(n − 1) p + 1``. Drawn at the latter,
+    the 10th-90th percentiles of six residuals covered 60% in simulation, of twenty 72%, of
+    forty 76%; gavel2020's batch moves (four or five sizes per series, one run each) were 57%
+    (ends) and 71% (inside) inside. Below ``n = 2/(1 − coverage) − 1`` (9 at 80%) no pair of
+    order statistics covers enough, and the bounds are at least Student's prediction interval,
+    mean ± ``t(n − 1) · s · √(1 + 1/n)``. Simulated over normal, Laplace and t(3) residuals,
+    this covers 79-83% from 6 to 100 residuals."""
+    logres = np.sort(np.asarray(logres, dtype=float))
+    n = len(logres)
+    if n == 0:
+        return -0.5, 0.5
+    low_p, high_p = (1 - coverage) / 2, (1 + coverage) / 2
+    lo = float(np.quantile(logres, low_p, method="weibull"))
+    hi = float(np.quantile(logres, high_p, method="weibull"))
+    if n >= 2 and (n + 1) * low_p < 1.0 - 1e-9:  # beyond the smallest and the largest
+        from scipy.special import stdtrit
+
+        half = (float(stdtrit(n - 1, high_p)) * float(np.std(logres, ddof=1))
+                * math.sqrt(1.0 + 1.0 / n))
+        centre = float(np.mean(logres))
+        lo, hi = min(lo, centre - half), max(hi, centre + half)
+    return lo, hi

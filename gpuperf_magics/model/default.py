@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.clusters import at_least_cluster
+from gpuperf_magics.model.clusters import at_least_cluster, sample_interval
 from gpuperf_magics.model.estimator import GlobalModel
 from gpuperf_magics.model.evidence import EvidenceBase, empty_base, own_base
 from gpuperf_magics.model.evidence import shipped as shipped_evidence
@@ -311,7 +311,7 @@ class DefaultModel(GlobalModel):
         subs = local.sub_methods()
         col = {c: out.columns.get_loc(c) for c in out.columns}
         repeat = local.moves["repeat"]
-        noise = _interval(repeat.logres, cov)
+        noise = _interval(repeat.logres, cov, sample=not repeat.prior)
         for i, row in enumerate(rows):
             r = route(index, values[i], hw[i], everyone)
             if r.kind == "none":
@@ -322,7 +322,8 @@ class DefaultModel(GlobalModel):
                                None if prep.device is None else prep.device[row])
             key = r.key
             chosen = local.moves.get(key) or local.moves[family(key)]
-            lo, hi = _interval(chosen.logres, cov, chosen.groups if r.new_gpu else None)
+            lo, hi = _interval(chosen.logres, cov, chosen.groups if r.new_gpu else None,
+                               sample=not chosen.prior)
             lo, hi, wider, cap = _beyond_interval(index, r, values[i], chosen, lo, hi)
             # A run is one draw around its configuration's median: add the repeat noise the
             # runs showed (validated moves compare medians, a new run is a single run).
@@ -419,7 +420,7 @@ class DefaultModel(GlobalModel):
         extra = []
         for net, loc in self.local_.items():
             for key, m in loc.moves.items():
-                lo, hi = _interval(m.logres, self.coverage, m.groups)
+                lo, hi = _interval(m.logres, self.coverage, m.groups, sample=not m.prior)
                 source = "public data" if m.prior else f"{len(m.logres)} validated"
                 extra.append({"network": net, "item": "move",
                               "name": f"{key} → {m.method} ({source})", "value": m.mape,
@@ -493,15 +494,22 @@ def _beyond_interval(index: SeriesIndex, r: Any, v: np.ndarray, chosen: Move, lo
             max(chosen.mape, math.expm1(distance)))
 
 
-def _interval(logres: np.ndarray, coverage: float,
-              groups: np.ndarray | None = None) -> tuple[float, float]:
-    """The (1 − coverage)/2 and (1 + coverage)/2 quantiles of the residuals; where they come
-    in ``groups`` (a GPU move's held-out GPUs), at least the interval of a new group
+def _interval(logres: np.ndarray, coverage: float, groups: np.ndarray | None = None,
+              sample: bool = False) -> tuple[float, float]:
+    """The (1 − coverage)/2 and (1 + coverage)/2 quantiles of the residuals.
+
+    ``sample``: they are the user's validated moves, a sample whose percentiles are not those
+    of the next move (:func:`~.clusters.sample_interval`: the ranks of one more draw); else a
+    stand-in spread (the public figures, :func:`~.validation._prior`) read as it is. Where
+    they come in ``groups`` (a GPU move's held-out GPUs), at least the interval of a new group
     (:func:`~.clusters.cluster_interval`): a few GPUs' errors are a few draws, however many
     configurations each moved."""
     if len(logres) == 0:
         return -0.5, 0.5
-    lo = float(np.quantile(logres, (1 - coverage) / 2))
-    hi = float(np.quantile(logres, (1 + coverage) / 2))
+    if sample:
+        lo, hi = sample_interval(logres, coverage)
+    else:
+        lo = float(np.quantile(logres, (1 - coverage) / 2))
+        hi = float(np.quantile(logres, (1 + coverage) / 2))
     lo, hi = at_least_cluster(lo, hi, logres, groups, coverage)
     return min(lo, 0.0), max(hi, 0.0)

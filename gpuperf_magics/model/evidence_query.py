@@ -17,7 +17,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.clusters import at_least_cluster
+from gpuperf_magics.model.clusters import at_least_cluster, sample_interval
 from gpuperf_magics.model.evidence import EvidenceBase, family_of
 from gpuperf_magics.model.evidence_move import (
     BUCKETS,
@@ -26,7 +26,6 @@ from gpuperf_magics.model.evidence_move import (
     Settings,
     estimate,
     interval,
-    summary,
 )
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.series import SeriesIndex
@@ -135,8 +134,8 @@ class EvidenceMove:
         res = own.get(last.bucket)
         if res is None or len(res) < OWN_CALIBRATION:
             return public
-        mine = _clustered(interval({last.bucket: summary(res)}, last.bucket, coverage), res,
-                          groups.get(last.bucket), coverage)
+        mine = _clustered(_own_interval(res, coverage), res, groups.get(last.bucket),
+                          coverage)
         if last.bucket.endswith(("direct", "weak")):
             # The user's validated moves came from every other GPU of a network at once (their
             # median); a network measured on one GPU moves from that one: its error is at
@@ -165,13 +164,20 @@ class EvidenceMove:
                      if pooled and all(b in groups for b in pooled) else None)
         if len(res) < OWN_CALIBRATION:
             return None
-        lo, hi, mape = _clustered(interval({"gpu:spec": summary(res)}, "gpu:spec", coverage),
-                                  res, group, coverage)
+        lo, hi, mape = _clustered(_own_interval(res, coverage), res, group, coverage)
         m = self.prior_move
         if m.n_pairs and m.weight > 0:
             scale = NormalDist().inv_cdf((1 + coverage) / 2) / NormalDist().inv_cdf(0.9)
             lo, hi, mape = min(lo, scale * m.q_lo), max(hi, scale * m.q_hi), max(mape, m.mape)
         return min(lo, 0.0), max(hi, 0.0), mape
+
+
+def _own_interval(res: np.ndarray, coverage: float) -> tuple[float, float, float]:
+    """(low, high, MAPE) of the user's validated moves of a bucket: the bounds of one more
+    move (:func:`~.clusters.sample_interval`: the ranks of a new draw, not the percentiles of
+    these), their MAPE as the expected error."""
+    lo, hi = sample_interval(res, coverage)
+    return lo, hi, float(np.mean(np.abs(np.exp(-np.asarray(res, dtype=float)) - 1)))
 
 
 def _clustered(bounds: tuple[float, float, float], res: np.ndarray,
