@@ -44,7 +44,12 @@ from gpuperf_magics.model.local import (
 )
 from gpuperf_magics.model.monotone import MEASURED
 from gpuperf_magics.model.parallel import Refitter, validate_all, workers
-from gpuperf_magics.model.series import SeriesIndex, network_index, query_arrays
+from gpuperf_magics.model.series import (
+    SeriesIndex,
+    network_index,
+    query_arrays,
+    setup_interval,
+)
 from gpuperf_magics.model.validation import (
     DEFAULT_METHOD,
     PRIOR_KIND,
@@ -330,14 +335,20 @@ class DefaultModel(GlobalModel):
             if key != "repeat" and not repeat.prior:
                 lo = -math.hypot(lo, noise[0])
                 hi = math.hypot(hi, noise[1])
+            # A measured configuration asked for another job length holds the set-up time its
+            # runs told, or the median one: the difference, carried to the length asked.
+            setup = (setup_interval(index, int(r.members[0]), its, cov)
+                     if r.kind == "repeat" and len(r.members) else (0.0, 0.0, 0.0))
+            lo, hi = -math.hypot(lo, setup[0]), math.hypot(hi, setup[1])
             if chosen.method == "global":  # the cross-series answer, with this move's error
                 total = float(out.iat[row, col["time_s"]])
                 out.iat[row, col["time_low_s"]] = total * math.exp(lo)
                 out.iat[row, col["time_high_s"]] = total * math.exp(hi)
-                out.iat[row, col["expected_mape"]] = min(chosen.mape * wider, cap)
+                out.iat[row, col["expected_mape"]] = math.hypot(min(chosen.mape * wider, cap),
+                                                                setup[2])
                 continue
             method = chosen.method if chosen.method in preds else next(iter(preds))
-            expected = min(chosen.mape * wider, cap)
+            expected = math.hypot(min(chosen.mape * wider, cap), setup[2])
             detail = self._detail(local, r, key, method, values[i], prep.hardware_label[row])
             if method == "evidence" and local.evidence is not None and local.evidence.last:
                 # The interval of the move's evidence bucket, with the repeat noise.
