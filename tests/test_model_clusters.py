@@ -213,3 +213,38 @@ def test_a_move_validated_few_times_gets_the_interval_of_one_more_not_their_perc
     assert t["kind"] == "interpolation"
     assert math.log(t["time_low_s"] / t["time_s"]) <= min(lo, 0.0) + 1e-9
     assert math.log(t["time_high_s"] / t["time_s"]) >= max(hi, 0.0) - 1e-9
+
+
+def test_an_answer_carries_the_noise_of_the_runs_it_is_drawn_from() -> None:
+    """Six runs of each configuration: at image size 32 they spread by 10%, at 224 by 0.5%.
+    Two answers between measured batch sizes share the move's validated interval and differ by
+    the noise of the series they are drawn through (not the network's pooled noise): wider at
+    32 than at 224. A measured configuration asked again carries its own runs' noise, a fifth
+    of the pooled one or less."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for size, spread in ((32, 0.10), (224, 0.005)):
+        for b in (8, 16, 32, 64, 128, 256, 512, 1024):
+            rows += [{"network": "cnn", "gpu": "Tesla T4", "batch_size": b, "image_size": size,
+                      "iterations": 100,
+                      "time_s": 100 * (0.01 + 0.0002 * b * size / 32)
+                      * math.exp(rng.normal(0, spread))} for _ in range(6)]
+    store = pd.DataFrame(rows)
+    model = TrainingTimeModel(evidence=empty_base()).fit(store.drop(columns="time_s"),
+                                                         store["time_s"])
+    local = model.estimator_.local_["cnn"]
+    assert sorted(len(v) for v in local.runs.values()) == [6] * 16
+    asked = pd.DataFrame([{"network": "cnn", "gpu": "Tesla T4", "batch_size": b,
+                           "image_size": size, "iterations": 100}
+                          for b, size in ((384, 224), (384, 32), (512, 224))])
+    table = model.predict_table(asked)
+    width = np.log(table["time_high_s"] / table["time_low_s"]).to_numpy()
+    repeat = local.moves["repeat"]
+    pooled_lo, pooled_hi = np.quantile(repeat.logres, [0.1, 0.9])
+    assert table["kind"].iloc[0] == table["kind"].iloc[1] == "interpolation"
+    assert width[1] > width[0] + 0.1
+    assert width[0] < pooled_hi - pooled_lo
+    # A measured configuration asked again: its own six runs' noise.
+    assert table["kind"].iloc[2] == "interpolation"
+    assert width[2] < 0.2 * (pooled_hi - pooled_lo)
+    assert table["expected_mape"].iloc[2] < 0.2 * repeat.mape

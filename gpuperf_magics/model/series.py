@@ -390,3 +390,20 @@ def setup_interval(index: SeriesIndex, c: int, its: float,
     mape = float(np.mean(np.abs(deviation))) * abs(lever) / total
     return math.log1p(max(min(a, 0.0), -0.99)), math.log1p(max(b, 0.0)), mape
 
+
+def run_residuals(index: SeriesIndex) -> dict[int, np.ndarray]:
+    """Per configuration of two runs or more, each run's log time per iteration against the
+    median of its configuration's other runs (in the rows' order): the noise its runs show.
+    One pass over the rows."""
+    order = np.argsort(index.config_of_row, kind="stable")
+    ids = index.config_of_row[order]
+    out: dict[int, np.ndarray] = {}
+    for rows in np.split(order, np.flatnonzero(np.diff(ids)) + 1):
+        if len(rows) < 2:
+            continue
+        times = index.per_it_row[rows]
+        out[int(index.config_of_row[rows[0]])] = np.array(
+            [float(np.log(times[i] / np.median(np.delete(times, i))))
+             for i in range(len(times))])
+    return out
+

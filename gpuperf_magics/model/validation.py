@@ -27,7 +27,7 @@ from gpuperf_magics.model.local import (
     route,
 )
 from gpuperf_magics.model.network_fit import MEASURED_MAPE
-from gpuperf_magics.model.series import SeriesIndex
+from gpuperf_magics.model.series import SeriesIndex, run_residuals
 
 if TYPE_CHECKING:  # pragma: no cover
     from gpuperf_magics.model.evidence_query import EvidenceMove
@@ -305,13 +305,9 @@ def _gpu_moves(model: DefaultModel, index: SeriesIndex, medians: tuple[Any, ...]
 
 def _repeat_tasks(index: SeriesIndex, tasks: dict[str, list[dict[str, float]]]) -> None:
     """Repeats: each run against the median of its configuration's other runs."""
-    groups = index.config_of_row
-    repeated = np.flatnonzero(index.count > 1)
-    for c in repeated[:MAX_VALIDATED]:
-        times = index.per_it_row[groups == c]
-        for i in range(len(times)):
-            tasks.setdefault("repeat", []).append(
-                {"lin": float(np.log(times[i] / np.median(np.delete(times, i))))})
+    residuals = run_residuals(index)
+    for c in np.flatnonzero(index.count > 1)[:MAX_VALIDATED]:
+        tasks.setdefault("repeat", []).extend({"lin": float(r)} for r in residuals[int(c)])
 
 
 def _gpu_tasks(index: SeriesIndex, gpu_of: np.ndarray, g: int, per_gpu: int,
