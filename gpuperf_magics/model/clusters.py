@@ -116,7 +116,6 @@ def at_least_cluster(lo: float, hi: float, logres: np.ndarray, groups: np.ndarra
     return min(lo, clustered[0]), max(hi, clustered[1])
 
 
-
 def sample_interval(logres: np.ndarray, coverage: float) -> tuple[float, float]:
     """(low, high) log residual of one more move of a kind from its ``n`` validated ones.
 
