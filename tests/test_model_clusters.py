@@ -244,6 +244,11 @@ def test_an_answer_carries_the_noise_of_the_runs_it_is_drawn_from() -> None:
     assert table["kind"].iloc[0] == table["kind"].iloc[1] == "interpolation"
     assert width[1] > width[0] + 0.1
     assert width[0] < pooled_hi - pooled_lo
+    # The expected error holds the same noise as the interval: the move's validated error
+    # and one run's spread around its configuration's median.
+    move = local.moves["batch:inside"]
+    expected = table["expected_mape"].to_numpy()
+    assert expected[1] > expected[0] >= move.mape
     # A measured configuration asked again: its own six runs' noise.
     assert table["kind"].iloc[2] == "interpolation"
     assert width[2] < 0.2 * (pooled_hi - pooled_lo)

@@ -349,9 +349,9 @@ class DefaultModel(GlobalModel):
             lo, hi, wider, cap = _beyond_interval(index, r, values[i], chosen, lo, hi)
             # A run is one draw around its configuration's median: add the repeat noise the
             # runs showed (validated moves compare medians, a new run is a single run).
-            if key != "repeat" and not repeat.prior:
-                lo = -math.hypot(lo, (near or noise)[0])
-                hi = math.hypot(hi, (near or noise)[1])
+            # Its expected error too: one source for both.
+            run = (0.0, 0.0, 0.0) if key == "repeat" or repeat.prior else (near or noise)
+            lo, hi = -math.hypot(lo, run[0]), math.hypot(hi, run[1])
             # A measured configuration asked for another job length holds the set-up time its
             # runs told, or the median one: the difference, carried to the length asked.
             setup = (setup_interval(index, int(r.members[0]), its, cov)
@@ -362,10 +362,10 @@ class DefaultModel(GlobalModel):
                 out.iat[row, col["time_low_s"]] = total * math.exp(lo)
                 out.iat[row, col["time_high_s"]] = total * math.exp(hi)
                 out.iat[row, col["expected_mape"]] = math.hypot(min(base * wider, cap),
-                                                                setup[2])
+                                                                run[2], setup[2])
                 continue
             method = chosen.method if chosen.method in preds else next(iter(preds))
-            expected = math.hypot(min(base * wider, cap), setup[2])
+            expected = math.hypot(min(base * wider, cap), run[2], setup[2])
             detail = self._detail(local, r, key, method, values[i], prep.hardware_label[row])
             if method == "evidence" and local.evidence is not None and local.evidence.last:
                 # The interval of the move's evidence bucket, with the repeat noise.
@@ -377,6 +377,7 @@ class DefaultModel(GlobalModel):
                                                            cov, groups)
                 if not repeat.prior:
                     lo, hi = -math.hypot(lo, noise[0]), math.hypot(hi, noise[1])
+                    expected = math.hypot(expected, noise[2])
                 detail = f"{detail}: {last.detail}"
             total = preds[method] * its
             out.iat[row, col["time_s"]] = total
