@@ -116,6 +116,12 @@ def at_least_cluster(lo: float, hi: float, logres: np.ndarray, groups: np.ndarra
     return min(lo, clustered[0]), max(hi, clustered[1])
 
 
+def expected_error(logres: np.ndarray) -> float:
+    """The MAPE of log residuals ``log(actual / predicted)``: the expected error their move
+    is reported with beside its interval."""
+    return float(np.mean(np.abs(np.exp(-np.asarray(logres, dtype=float)) - 1)))
+
+
 def sample_interval(logres: np.ndarray, coverage: float) -> tuple[float, float]:
     """(low, high) log residual of one more move of a kind from its ``n`` validated ones.
 

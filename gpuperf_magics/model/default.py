@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.clusters import at_least_cluster, sample_interval
+from gpuperf_magics.model.clusters import at_least_cluster, expected_error, sample_interval
 from gpuperf_magics.model.estimator import GlobalModel
 from gpuperf_magics.model.evidence import EvidenceBase, empty_base, own_base
 from gpuperf_magics.model.evidence import shipped as shipped_evidence
@@ -348,15 +348,14 @@ class DefaultModel(GlobalModel):
                 base = chosen.mape
             lo, hi, wider, cap = _beyond_interval(index, r, values[i], chosen, lo, hi)
             # A run is one draw around its configuration's median: add the repeat noise the
-            # runs showed (validated moves compare medians, a new run is a single run).
-            # Its expected error too: one source for both.
+            # runs showed (validated moves compare medians, a new run is a single run), to the
+            # interval and the expected error alike. A measured configuration asked for another
+            # job length holds the set-up time its runs told, or the median one: add the
+            # difference, carried to the length asked.
             run = (0.0, 0.0, 0.0) if key == "repeat" or repeat.prior else (near or noise)
-            lo, hi = -math.hypot(lo, run[0]), math.hypot(hi, run[1])
-            # A measured configuration asked for another job length holds the set-up time its
-            # runs told, or the median one: the difference, carried to the length asked.
             setup = (setup_interval(index, int(r.members[0]), its, cov)
                      if r.kind == "repeat" and len(r.members) else (0.0, 0.0, 0.0))
-            lo, hi = -math.hypot(lo, setup[0]), math.hypot(hi, setup[1])
+            lo, hi = -math.hypot(lo, run[0], setup[0]), math.hypot(hi, run[1], setup[1])
             if chosen.method == "global":  # the cross-series answer, with this move's error
                 total = float(out.iat[row, col["time_s"]])
                 out.iat[row, col["time_low_s"]] = total * math.exp(lo)
@@ -566,4 +565,4 @@ def _near_noise(runs: dict[int, np.ndarray], r: Any,
     if len(res) < MIN_TASKS:
         return None
     lo, hi = _interval(res, coverage, sample=True)
-    return lo, hi, float(np.mean(np.abs(np.exp(-res) - 1)))
+    return lo, hi, expected_error(res)

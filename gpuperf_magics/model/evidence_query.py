@@ -17,7 +17,7 @@ from statistics import NormalDist
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model.clusters import at_least_cluster, sample_interval
+from gpuperf_magics.model.clusters import at_least_cluster, expected_error, sample_interval
 from gpuperf_magics.model.evidence import EvidenceBase, family_of
 from gpuperf_magics.model.evidence_move import (
     BUCKETS,
@@ -177,7 +177,7 @@ def _own_interval(res: np.ndarray, coverage: float) -> tuple[float, float, float
     move (:func:`~.clusters.sample_interval`: the ranks of a new draw, not the percentiles of
     these), their MAPE as the expected error."""
     lo, hi = sample_interval(res, coverage)
-    return lo, hi, float(np.mean(np.abs(np.exp(-np.asarray(res, dtype=float)) - 1)))
+    return lo, hi, expected_error(res)
 
 
 def _clustered(bounds: tuple[float, float, float], res: np.ndarray,

@@ -147,7 +147,7 @@ def build_index(values: np.ndarray, cols: list[str], hw: np.ndarray, naive_peak:
             setup[c] = a if a > 0 and b > 0 else 0.0
     told = np.isfinite(setup)
     known = setup[told]
-    setup = np.where(np.isfinite(setup), setup, float(np.median(known)) if len(known) else 0.0)
+    setup = np.where(told, setup, float(np.median(known)) if len(known) else 0.0)
     per_it = np.maximum(seconds - setup[ids], 1e-3 * seconds) / iterations
     t = np.empty(n)
     spread = np.empty(n)

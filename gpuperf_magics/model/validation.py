@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from gpuperf_magics.model.clusters import expected_error
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import Prepared
 from gpuperf_magics.model.local import (
@@ -108,7 +109,7 @@ class Move:
     def mape(self) -> float:
         if self.prior_mape is not None:
             return self.prior_mape
-        return float(np.mean(np.abs(np.exp(-self.logres) - 1)))
+        return expected_error(self.logres)
 
 
 def validate(model: DefaultModel, local: _Local, medians: tuple[Any, ...]
