@@ -95,3 +95,29 @@ def test_a_batch_far_beyond_the_measured_ones_widens_without_a_cap_up_to_physics
     assert np.log(absurd["time_high_s"] / absurd["time_s"]) == pytest.approx(distance)
     assert np.log(absurd["time_s"] / absurd["time_low_s"]) == pytest.approx(distance)
     assert absurd["expected_mape"] == pytest.approx(np.expm1(distance))
+
+
+def test_a_move_to_another_precision_holds_the_source_batch_move_it_starts_from() -> None:
+    """Measured in FP32 at batch 16 and 32 on an A100 and asked 512 in AMP: the answer is the
+    FP32 batch move to 512 moved to AMP, so its expected error and interval hold both moves
+    (the validated moves between precisions compare configurations measured both ways, which
+    hold no batch move). Asked at a measured batch, the AMP answer is the precision move's
+    alone. Until 2026-12-06 the far AMP answer claimed 33% where the FP32 one claimed 42%."""
+    x = pd.DataFrame({"network": "resnet", "batch_size": [16, 32], "iterations": 100,
+                      "gpu": "NVIDIA A100-SXM4-80GB", "precision": "fp32"})
+    model = TrainingTimeModel(public_data=False).fit(x, np.array([2.6, 4.2]))
+    asked = x.iloc[[0, 0, 0]].assign(batch_size=[16, 512, 512],
+                                      precision=["fp16", "fp16", "fp32"])
+    amp_near, amp_far, fp32_far = model.predict_table(asked).to_dict("records")
+    assert amp_far["kind"] == amp_near["kind"] == "transfer"
+    assert amp_far["expected_mape"] > fp32_far["expected_mape"]
+    assert amp_far["expected_mape"] > amp_near["expected_mape"]
+    # In quadrature: the precision move's error and the batch move's.
+    precision_alone = amp_near["expected_mape"]
+    assert amp_far["expected_mape"] == pytest.approx(
+        np.hypot(precision_alone, fp32_far["expected_mape"]), rel=0.05)
+
+    def width(row: dict) -> float:
+        return float(np.log(row["time_high_s"] / row["time_low_s"]))
+
+    assert width(amp_far) > max(width(amp_near), width(fp32_far))
