@@ -84,10 +84,11 @@ def test_a_run_next_to_a_far_target_beats_a_cheaper_one_far_from_it() -> None:
     assert 1.5 * 4 * validated < far <= 3072 / 513 - 1
     # A finely spaced series (100 and 105) asked 1,000 from batch 200: the curvature term
     # would be 56 times the answer, the physical bound (a time per iteration between flat
-    # and proportional from batch 200) holds it at 1000 / 200 - 1.
+    # and proportional from batch 200) holds it at 1000 / 200 - 1, times the answer's anchor
+    # (its share of noise, here below 1%).
     fine = _fitted(_runs((100, 105)))
     bound = fine.suggest(_runs((1000,)), _runs((200,)), k=1)["expected_mape_after"].iloc[0]
-    assert bound == pytest.approx(1000 / 200 - 1, rel=1e-3)
+    assert 0.99 * (1000 / 200 - 1) < bound <= 1000 / 200 - 1
 
 
 def test_a_target_in_another_precision_counts_distance_in_the_measured_steps() -> None:
