@@ -91,6 +91,19 @@ def test_a_run_next_to_a_far_target_beats_a_cheaper_one_far_from_it() -> None:
     assert 0.99 * (1000 / 200 - 1) < bound <= 1000 / 200 - 1
 
 
+def test_the_suggestion_starts_from_the_answers_own_expected_error() -> None:
+    """The "before" of the suggestion line is the expected error the answer shows (it had
+    come from the suggester's own curvature term: ±117% under an answer of 57%), and a
+    candidate's narrowing is scaled alike: the run next to the target leaves less."""
+    model = _fitted(_runs((4, 6)))
+    target = _runs((48, 256))
+    picks = model.suggest(target, _runs((8, 32, 47, 200)), k=2)
+    answered = model.predict_table(target)["expected_mape"].to_numpy(float)
+    assert picks.attrs["expected_mape_before"] == pytest.approx(float(np.mean(answered)))
+    after = picks["expected_mape_after"].to_numpy()
+    assert np.all(after < np.mean(answered)) and after[1] < after[0]
+
+
 def test_a_target_in_another_precision_counts_distance_in_the_measured_steps() -> None:
     """Asked in AMP what was measured in FP32 at 32 and 45, the target is a move between
     precisions from a batch move of the FP32 runs: that move's distance is counted in the

@@ -71,7 +71,9 @@ Unanchored (until 2026-12-06), the suggestion line said ``±117% → ±1%`` unde
 expected error read 57%: the curvature term grows as ``r(1 + r)``, the answers' as
 ``r^1.25``. On the public series of ``benchmarks/suggest.py`` the realised error was below the
 expected one in 76% of the cases; anchored, 54% (calibrated: about half). The picks moved in
-2 of 102 series. The choice of k candidates is greedy: the first is the best alone, the second the
+2 of 102 series.
+
+The choice of k candidates is greedy: the first is the best alone, the second the
 best once the first is measured, and so on. Cost: one route per target, candidate and pick, each
 a pass over the network's configurations (no pairwise matrices over the rows).
 """
@@ -232,8 +234,7 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
     errors = before.copy()
     units: dict[str, np.ndarray] = {}  # the measured series' spacing, per target (route_error)
     for net, space in spaces.items():
-        units[net] = space.errors(space.measured())[1]
-        errors[space.targets] = space.anchor(before[space.targets])
+        errors[space.targets], units[net] = space.anchor(before[space.targets])
     picked = _greedy(spaces, units, errors, before, cost, k)
     out = candidates.iloc[[c for c, _, _ in picked]].copy()
     out["expected_mape_after"] = [after for _, after, _ in picked]
@@ -278,14 +279,15 @@ class _Space:
             repeat.mape, AUTO_PRECISION)
         self.scale = np.ones(len(targets))  # set by :meth:`anchor`
 
-    def anchor(self, answered: np.ndarray) -> np.ndarray:
+    def anchor(self, answered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Scale this network's route errors so that, with the measured configurations only,
-        each target's equals ``answered`` (the answer's own expected error); returns the
-        targets' errors now (``answered`` where the route tells none)."""
-        now, _ = self.errors(self.measured())
+        each target's equals ``answered`` (the answer's own expected error). Returns the
+        targets' errors now (``answered`` where the route tells none) and the unit their
+        distances are counted in (:meth:`errors`)."""
+        now, units = self.errors(self.measured())
         ok = np.isfinite(now) & (now > 0) & np.isfinite(answered) & (answered > 0)
         self.scale = np.where(ok, answered / np.where(ok, now, 1.0), 1.0)
-        return np.where(np.isfinite(now), now * self.scale, answered)
+        return np.where(np.isfinite(now), now * self.scale, answered), units
 
     def measured(self, extra: tuple[int, ...] = ()) -> np.ndarray:
         mask = np.zeros(self.index.n, dtype=bool)
