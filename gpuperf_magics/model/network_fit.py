@@ -281,10 +281,15 @@ def choose_transfer(
 ) -> str:
     """Pick how to move to an unmeasured GPU by a fit-time extrapolation test.
 
-    The fastest measured GPU is held out, and the floor + compute × h model fitted on the
-    others predicts it two ways: evaluated at its figures ("physical": only the compute part
-    shrinks) and by the hardware ratio of the whole time ("ratio"). The better one is used;
-    with fewer than 3 GPUs there is nothing to test and both are averaged (geometrically).
+    The fastest and the slowest measured GPU are held out in turn, and the floor + compute × h
+    model fitted on the others predicts the held-out one two ways: evaluated at its figures
+    ("physical": only the compute part moves; flat where the others show no GPU effect) and by
+    the hardware ratio of the whole time ("ratio"). Each fold's errors count by how far the
+    held-out GPU lies from the nearest remaining one (log hardware factor): a fastest GPU that
+    is a near-twin of another (M60 beside K80) tests nothing about a real move, and alone it
+    chose the ratio for a network whose time is flat across GPUs (lattuada2022's deepspeech:
+    1080 Ti measured 3.5× slower than the ratio said). The better method is used; with fewer
+    than 3 GPUs there is nothing to test and both are averaged (geometrically).
     """
     if len(hw_cols) == 0:
         return "ratio"
@@ -292,25 +297,26 @@ def choose_transfer(
     gid = gid.reshape(-1)
     if len(gpus) < 3:
         return "both"
-    h = hardware_factor(gpus[:, 0], gpus[:, 1] if len(hw_cols) > 1 else None, rho)
-    held = gid == int(np.argmin(h))
-    model = AnchoredNetworkModel(k_max=settings.k_max or 8, space="linear",
-                                 seed=settings.seed, hw_cols=tuple(hw_cols), rho=rho)
-    rest = ~held
-    model.fit(feats.take(rest), its[rest], y[rest],
-              arch=None if arch is None else arch[rest])
-    if not model.uses_h:
-        return "ratio"
-    known = np.unique(feats.take(rest).matrix(hw_cols), axis=0)
-    q = feats.take(held)
-    a = None if arch is None else arch[held]
-    physical = model.backbone(q, its[held], a)
-    ratio = move_by_ratio(model, known, hw_cols, rho, q, its[held])
-    err = {
-        "physical": float(np.mean(np.abs(physical / y[held] - 1))),
-        "ratio": float(np.mean(np.abs(ratio / y[held] - 1))),
-    }
-    return min(err, key=err.__getitem__)
+    log_h = np.log(hardware_factor(gpus[:, 0], gpus[:, 1] if len(hw_cols) > 1 else None, rho))
+    err = {"physical": 0.0, "ratio": 0.0}
+    for g in dict.fromkeys((int(np.argmin(log_h)), int(np.argmax(log_h)))):
+        others = np.delete(log_h, g)
+        weight = float(np.min(np.abs(others - log_h[g])))
+        if weight <= 0:
+            continue
+        held = gid == g
+        rest = ~held
+        model = AnchoredNetworkModel(k_max=settings.k_max or 8, space="linear",
+                                     seed=settings.seed, hw_cols=tuple(hw_cols), rho=rho)
+        model.fit(feats.take(rest), its[rest], y[rest],
+                  arch=None if arch is None else arch[rest])
+        known = np.unique(feats.take(rest).matrix(hw_cols), axis=0)
+        q = feats.take(held)
+        physical = model.backbone(q, its[held], None if arch is None else arch[held])
+        ratio = move_by_ratio(model, known, hw_cols, rho, q, its[held])
+        err["physical"] += weight * float(np.mean(np.abs(physical / y[held] - 1)))
+        err["ratio"] += weight * float(np.mean(np.abs(ratio / y[held] - 1)))
+    return min(err, key=err.__getitem__) if err["physical"] != err["ratio"] else "both"
 
 
 # ---------------------------------------------------------------------------- prediction
