@@ -295,8 +295,8 @@ def choose_transfer(
     fast. Below that span the split is a guess, and a fit-time extrapolation test decides: the
     fastest measured GPU is held out and predicted both ways from the others (a test of the
     slowest, or of every GPU weighed by distance, could not tell a flat network from one whose
-    time follows the peak, see docs/accuracy.md). With fewer than 3 GPUs there is nothing to
-    test and both are averaged (geometrically).
+    time follows the peak, see docs/accuracy.md). Two GPUs less than 2× apart leave nothing
+    to test: both moves are averaged (geometrically).
     """
     if len(hw_cols) == 0:
         return "ratio"
