@@ -161,7 +161,6 @@ def test_points_alone_leave_the_log_candidate_unfitted_and_match_the_full_table(
     np.testing.assert_array_equal(inside["time_s"], model.predict(x))
 
 
-
 def test_a_network_flat_across_gpus_is_not_moved_by_the_spec_sheet() -> None:
     # Host-bound (lattuada2022's deepspeech): about the same time on a P600 as on a K80 with
     # 3.7x its hardware factor, the fastest GPU (M60-like) a near-twin of the K80 and a little
@@ -186,6 +185,8 @@ def test_a_network_flat_across_gpus_is_not_moved_by_the_spec_sheet() -> None:
                           "gpu_fp32_tflops": 11.34, "gpu_bandwidth_gbs": 484.0})
     table = model.predict_table(query)
     assert set(table["kind"]) == {"transfer"}
+    # The host sets the pace: a new GPU runs its compute part about as the measured ones do
+    # (0.7-1.05 of the K80's); the spec-sheet ratio would answer 3x faster.
     truth = 100 * (1 + 0.8 * query["batch_size"].to_numpy() / 16)
     err = np.abs(table["time_s"].to_numpy() / truth - 1)
     assert err.mean() < 0.15

@@ -57,9 +57,9 @@ class GlobalModel(RegressorMixin, BaseEstimator):
         anchored on the nearest measured configurations. Interpolations use the one with the
         lower out-of-configuration error; extrapolations (batch size, depth ... beyond the
         measured range) the linear one; unmeasured GPUs the linear one evaluated at the new
-        GPU's catalog figures (where the measured GPUs span 2× in hardware factor) or the
-        hardware ratio of the whole time, whichever a fit-time test on the fastest measured GPU
-        preferred (below that span). Named GPUs use the catalog's per-device
+        GPU's catalog figures where the measured GPUs span 2× or more in hardware factor, and
+        below that span this or the hardware ratio of the whole time, whichever a fit-time
+        test on the fastest measured GPU preferred. Named GPUs use the catalog's per-device
         figures where given ones differ by more than 10% (the paper keeps the given ones).
     k_max : int, optional
         Most terms the forward selection keeps (default 8, or 5 for ``"paper"``).
