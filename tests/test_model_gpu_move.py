@@ -29,3 +29,21 @@ def test_the_shipped_gpu_moves_are_what_their_script_regenerates(monkeypatch) ->
     # file says how much, and a move without precision falls back to the plain ratio.
     assert moves["recorded"].mape < moves["recorded"].naive_mape
     assert moves["unrecorded"].weight <= moves["recorded"].weight
+
+
+def test_a_learnt_weight_that_loses_on_one_held_out_gpu_is_not_taken() -> None:
+    from gpuperf_magics.model.gpu_move import robust_weight
+
+    # Pooled, 0.75 wins (three groups better by a third); the fourth group, a GPU unlike the
+    # others, is 20% worse than the plain ratio there: a new GPU may be that one.
+    groups = [{0.0: 0.30, 0.25: 0.27, 0.5: 0.24, 0.75: 0.20, 1.0: 0.21}] * 3 + [
+        {0.0: 0.30, 0.25: 0.31, 0.5: 0.33, 0.75: 0.36, 1.0: 0.40}]
+    assert robust_weight(groups) == 0.0
+    # Every group better: the weight whose worst group gains most (0.75: at worst 0.80x the
+    # plain ratio, where 1.0 is at worst 0.85x).
+    groups = [{0.0: 0.30, 0.25: 0.28, 0.5: 0.26, 0.75: 0.24, 1.0: 0.255},
+              {0.0: 0.20, 0.25: 0.18, 0.5: 0.16, 0.75: 0.15, 1.0: 0.14}]
+    assert robust_weight(groups) == 0.75
+    # A tie to 0.001 goes to the smaller weight: the plain ratio is not left for nothing.
+    groups = [{0.0: 0.2, 0.25: 0.2, 0.5: 0.2001, 0.75: 0.21, 1.0: 0.22}]
+    assert robust_weight(groups) == 0.0

@@ -204,13 +204,15 @@ def learn(p: pd.DataFrame, folds: int = 6, source: str = "") -> GpuMove:
     The GPUs are split into ``folds`` groups; each group is held out in turn: the shape (ρ, α,
     β) is learnt on pairs between the other GPUs, then every configuration of a held-out GPU is
     predicted from the GPUs outside its group (the median over them), by the learnt move and by
-    the plain ratio. The blend weight is the one with the lowest held-out error; the shape of
-    the shipped move is then learnt on all pairs.
+    the plain ratio. The blend weight is the one whose worst held-out group errs least against
+    the plain ratio on that group (:func:`robust_weight`); the shape of the shipped move is
+    then learnt on all pairs.
     """
     gpus = sorted(set(p["gpu_src"]) | set(p["gpu_dst"]))
     if len(gpus) < 3 or len(p) < 10:
         return GpuMove(source=f"too few pairs ({len(p)}): the plain peak ratio")
     logres: dict[float, list[np.ndarray]] = {w: [] for w in WEIGHTS}
+    per_group: list[dict[float, float]] = []
     for group in _gpu_folds(gpus, folds):
         inside = p["gpu_src"].isin(group) | p["gpu_dst"].isin(group)
         train = p[~inside]
@@ -224,13 +226,33 @@ def learn(p: pd.DataFrame, folds: int = 6, source: str = "") -> GpuMove:
                                   "lp": np.log(pred), "lt": np.log(test["t_dst"].to_numpy())})
             per = frame.groupby("key").agg(lp=("lp", "median"), lt=("lt", "first"))
             logres[w].append((per["lt"] - per["lp"]).to_numpy())
+        per_group.append({w: float(np.mean(np.abs(np.exp(-v[-1]) - 1)))
+                          for w, v in logres.items()})
     if not logres[0.0]:
         return GpuMove(source="no held-out GPU to test on: the plain peak ratio")
     res = {w: np.concatenate(v) for w, v in logres.items()}
     mape = {w: float(np.mean(np.abs(np.exp(-r) - 1))) for w, r in res.items()}
-    weight = min(WEIGHTS, key=lambda w: (round(mape[w], 4), -w))
+    weight = robust_weight(per_group)
     rho, alpha, beta = _fit_shape(p)
     chosen = res[weight]
     return GpuMove(rho=rho, alpha=alpha, beta=beta, weight=weight, mape=mape[weight],
                    naive_mape=mape[0.0], q_lo=float(np.quantile(chosen, 0.1)),
                    q_hi=float(np.quantile(chosen, 0.9)), n_pairs=len(p), source=source)
+
+
+def robust_weight(per_group: list[dict[float, float]]) -> float:
+    """The blend weight for GPUs nobody tuned on: the one whose worst held-out group errs
+    least against the plain ratio on that group (``per_group``: each group's MAPE by weight;
+    ties, to 0.001, go to the smaller weight).
+
+    A weight chosen by the pooled error can win on most held-out GPUs and lose on the one
+    least like the others: learnt on sia2023 without its A100, the move took weight 0.75
+    (pooled 25.9% against the plain ratio's 28.2%, though already worse on the RTX 2080 Ti
+    group), and on the A100 it answered 1.17x slower than the plain ratio (45.5% against 38.9%
+    MAPE on its rows). A newer GPU than any the move was learnt on is that least-alike case;
+    a weight must therefore not lose to the plain ratio on any group.
+    """
+    def regret(w: float) -> float:
+        return max(g[w] / g[0.0] if g[0.0] > 0 else 1.0 for g in per_group)
+
+    return min(WEIGHTS, key=lambda w: (round(regret(w), 3), w))
