@@ -248,9 +248,9 @@ def robust_weight(per_group: list[dict[float, float]]) -> float:
     A weight chosen by the pooled error can win on most held-out GPUs and lose on the one
     least like the others: learnt on sia2023 without its A100, the move took weight 0.75
     (pooled 25.9% against the plain ratio's 28.2%, though already worse on the RTX 2080 Ti
-    group), and on the A100 it answered 1.17x slower than the plain ratio (45.5% against 38.9%
-    MAPE on its rows). A newer GPU than any the move was learnt on is that least-alike case;
-    a weight must therefore not lose to the plain ratio on any group.
+    group), and on the A100 it answered 1.13x slower than the plain ratio (median; 45.5%
+    against 38.9% MAPE on its rows). A newer GPU than any the move was learnt on is that
+    least-alike case; a weight must therefore not lose to the plain ratio on any group.
     """
     def regret(w: float) -> float:
         return max(g[w] / g[0.0] if g[0.0] > 0 else 1.0 for g in per_group)
