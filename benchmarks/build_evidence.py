@@ -18,6 +18,7 @@ import argparse
 import functools
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -206,9 +207,12 @@ def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ..
     assert best is not None
     if best[1].width_t != 1.0:  # calibrated at the chosen width
         best = (best[0], best[1], em.calibrate(base, best[1], spec_prior, moves=moves))
-    base.settings = {k: getattr(best[1], k) for k in em.Settings.__dataclass_fields__}
-    base.calibration = across_sources(best[2], em.calibrate(
-        base, best[1], spec_prior, moves=moves, cross=True))
+    # Moves between sources: their z-scores say how much wider than stated the evidence of
+    # other hosts spreads; a run's move by other hosts' evidence weighs it by that factor.
+    cross = em.calibrate(base, best[1], spec_prior, moves=moves, cross=True)
+    settings = replace(best[1], cross_var=em.cross_variance(cross, CROSS_MOVES))
+    base.settings = {k: getattr(settings, k) for k in em.Settings.__dataclass_fields__}
+    base.calibration = across_sources(best[2], cross)
     return base
 
 

@@ -153,3 +153,29 @@ def test_moves_between_sources_calibrate_a_new_hosts_intervals() -> None:
     assert np.mean(inside["within"]) <= np.mean(inside["cross"]) - 0.1
     # Not wide open: about ±1.28 × the hosts' spread (0.3), not several times it.
     assert np.median(widths) < 2 * 1.28 * 0.3 * 2
+
+
+def test_other_hosts_evidence_takes_the_spread_moves_between_sources_showed() -> None:
+    """Six hosts, each shifting B's ratio by its own offset (0.3 in log) over a workload noise
+    of 0.05: the evidence of one source states the small noise, moves between sources err by
+    the offsets. The factor on its variance is the square of what the cross-source z-scores
+    spread (1.39x a unit normal's here); with it, a run from another host shrinks further
+    towards the spec sheet than one whose own host measured the pairs. The spread it states
+    stays the one the calibration's z-scores were measured on."""
+    from dataclasses import replace
+
+    from gpuperf_magics.model.evidence_move import cross_variance
+
+    base = _hosts(6, 8, seed=3)
+    prior = math.log(1 / 3)
+    cross = calibrate(base, S, lambda a, b: prior, cross=True)
+    factor = cross_variance(cross, min_moves=10)
+    assert factor == pytest.approx(1.39 ** 2, abs=0.02)
+    s = replace(S, cross_var=factor)
+    q = Query("A|fp32", "B|fp32", math.log(0.05), math.log(32.0), "cnn")
+    own, other = estimate([base], q, prior, s), estimate([base], q, prior, s, other_hosts=True)
+    assert abs(other.log_ratio - prior) < abs(own.log_ratio - prior)
+    assert other.sd == own.sd
+    # The calibration of moves inside one source, and a run on a host that measured pairs,
+    # are unchanged.
+    assert estimate([base], q, prior, S) == own

@@ -96,7 +96,12 @@ class EvidenceMove:
         batch = (float(v[index.batch_axis]) if index.batch_axis is not None else float("nan"))
         q = Query(src, dst, math.log(t_src), math.log(batch) if batch > 0 else float("nan"),
                   self.kind)
-        est = estimate(self.bases(), q, math.log(prior_t / t_src), self.settings)
+        bases = self.bases()
+        # No workload of the user's own measured on both devices: every pair was measured on
+        # other hosts (the public base), and its variance is that of other hosts.
+        other_hosts = len(bases[0].pairs(src, dst)[0]) == 0
+        est = estimate(bases, q, math.log(prior_t / t_src), self.settings,
+                       other_hosts=other_hosts)
         return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket, est.detail,
                         est.workloads, spec=math.log(prior_t))
 
