@@ -179,3 +179,23 @@ def test_other_hosts_evidence_takes_the_spread_moves_between_sources_showed() ->
     # The calibration of moves inside one source, and a run on a host that measured pairs,
     # are unchanged.
     assert estimate([base], q, prior, S) == own
+
+
+def test_a_move_is_from_other_hosts_only_where_the_users_own_data_cannot_reach_it() -> None:
+    from gpuperf_magics.model.evidence_move import from_other_hosts
+
+    def own(rows: list[tuple[str, str, str]]) -> EvidenceBase:
+        return _base([{"workload": w, "family": w, "gpu": g, "precision": p, "batch_size": 16.0,
+                       "t": 0.1} for w, g, p in rows])
+
+    # One network profiled on one GPU (batch sizes are workloads): nothing of the user's pairs.
+    alone = own([("n|16", "A", "fp32"), ("n|32", "A", "fp32")])
+    assert from_other_hosts(alone, "A|fp32", "B|fp32")
+    # Another network measured on both: a direct pair of the user's own.
+    both = own([("n|16", "A", "fp32"), ("m|16", "A", "fp32"), ("m|16", "B", "fp32")])
+    assert not from_other_hosts(both, "A|fp32", "B|fp32")
+    # ... or a hop of a chain A -> B -> C.
+    assert not from_other_hosts(both, "A|fp32", "C|fp32")
+    # A pair recorded without a precision stands in for TF32 (evidence.alternates).
+    unrecorded = own([("m|16", "A", "unk"), ("m|16", "B", "fp32")])
+    assert not from_other_hosts(unrecorded, "A|tf32", "B|fp32")

@@ -44,6 +44,11 @@ def test_a_learnt_weight_that_loses_on_one_held_out_gpu_is_not_taken() -> None:
     groups = [{0.0: 0.30, 0.25: 0.28, 0.5: 0.26, 0.75: 0.24, 1.0: 0.255},
               {0.0: 0.20, 0.25: 0.18, 0.5: 0.16, 0.75: 0.15, 1.0: 0.14}]
     assert robust_weight(groups) == 0.75
-    # A tie to 0.001 goes to the smaller weight: the plain ratio is not left for nothing.
-    groups = [{0.0: 0.2, 0.25: 0.2, 0.5: 0.2001, 0.75: 0.21, 1.0: 0.22}]
+    # Ratios equal once rounded to 3 decimals go to the smaller weight: the plain ratio is not
+    # left for a gain of 0.025%.
+    groups = [{0.0: 0.2, 0.25: 0.19995, 0.5: 0.2001, 0.75: 0.21, 1.0: 0.22}]
+    assert robust_weight(groups) == 0.0
+    # A group the plain ratio answers exactly vetoes any weight that errs there.
+    groups = [{0.0: 0.3, 0.25: 0.2, 0.5: 0.1, 0.75: 0.1, 1.0: 0.1},
+              {0.0: 0.0, 0.25: 0.01, 0.5: 0.02, 0.75: 0.03, 1.0: 0.04}]
     assert robust_weight(groups) == 0.0

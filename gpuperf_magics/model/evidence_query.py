@@ -25,6 +25,7 @@ from gpuperf_magics.model.evidence_move import (
     Query,
     Settings,
     estimate,
+    from_other_hosts,
     interval,
 )
 from gpuperf_magics.model.gpu_move import GpuMove
@@ -97,11 +98,10 @@ class EvidenceMove:
         q = Query(src, dst, math.log(t_src), math.log(batch) if batch > 0 else float("nan"),
                   self.kind)
         bases = self.bases()
-        # No workload of the user's own measured on both devices: every pair was measured on
-        # other hosts (the public base), and its variance is that of other hosts.
-        other_hosts = len(bases[0].pairs(src, dst)[0]) == 0
+        # Nothing of the user's own reaches the two devices: every pair was measured on other
+        # hosts (the public base), and weighs as other hosts' evidence does.
         est = estimate(bases, q, math.log(prior_t / t_src), self.settings,
-                       other_hosts=other_hosts)
+                       other_hosts=from_other_hosts(bases[0], src, dst))
         return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket, est.detail,
                         est.workloads, spec=math.log(prior_t))
 

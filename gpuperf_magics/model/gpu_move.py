@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from dataclasses import asdict, dataclass
 from importlib import resources
 
@@ -243,7 +244,8 @@ def learn(p: pd.DataFrame, folds: int = 6, source: str = "") -> GpuMove:
 def robust_weight(per_group: list[dict[float, float]]) -> float:
     """The blend weight for GPUs nobody tuned on: the one whose worst held-out group errs
     least against the plain ratio on that group (``per_group``: each group's MAPE by weight;
-    ties, to 0.001, go to the smaller weight).
+    ratios equal once rounded to 3 decimals go to the smaller weight; a group the plain ratio
+    answers exactly vetoes any weight that errs there).
 
     A weight chosen by the pooled error can win on most held-out GPUs and lose on the one
     least like the others: learnt on sia2023 without its A100, the move took weight 0.75
@@ -253,6 +255,7 @@ def robust_weight(per_group: list[dict[float, float]]) -> float:
     least-alike case; a weight must therefore not lose to the plain ratio on any group.
     """
     def regret(w: float) -> float:
-        return max(g[w] / g[0.0] if g[0.0] > 0 else 1.0 for g in per_group)
+        return max(g[w] / g[0.0] if g[0.0] > 0 else (math.inf if g[w] > 0 else 1.0)
+                   for g in per_group)
 
     return min(WEIGHTS, key=lambda w: (round(regret(w), 3), w))
