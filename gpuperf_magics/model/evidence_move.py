@@ -61,9 +61,10 @@ class Settings:
     width_t_precision: float = 2.0
     width_b_precision: float = 0.0
     #: Factor on the variance of a GPU move's evidence, in its weight against the spec sheet,
-    #: where all of it was measured on other hosts than the run (the public base, with no
-    #: pair in the user's own data): each source shares its host's quirks, which more
-    #: workloads of that source do not average out. Set by ``benchmarks/build_evidence.py``
+    #: where all of it was measured on other hosts than the run (the public base, where
+    #: nothing of the user's own reaches either device, :func:`from_other_hosts`): each
+    #: source shares its host's quirks, which more workloads of that source do not average
+    #: out. Set by ``benchmarks/build_evidence.py``
     #: (:func:`cross_variance`) to the square of the spread of the z-scores that moves between
     #: sources showed (weak and chain buckets of the shipped base: 2.3x and 2.2x a unit
     #: normal's, so 4.89); a base too small to measure it takes 1.
@@ -293,13 +294,10 @@ def estimate(bases: Sequence[EvidenceBase], q: Query, prior: float, s: Settings,
         return Estimate(prior, prior_sd, f"{move}:spec", words)
     prior_var = prior_sd ** 2
     post_var = 1.0 / (1.0 / ev.var + 1.0 / prior_var)
-    if other_hosts and move == "gpu" and s.cross_var != 1.0:
-        # The weight of other hosts' evidence against the spec sheet; the spread (and so the
-        # interval, calibrated on these moves without the factor) stays as stated.
-        ev_var = ev.var * s.cross_var
-        mean = (ev.m / ev_var + prior / prior_var) / (1.0 / ev_var + 1.0 / prior_var)
-    else:
-        mean = post_var * (ev.m / ev.var + prior / prior_var)
+    # Other hosts' evidence weighs against the spec sheet with its variance times the factor;
+    # the spread (and so the interval, calibrated without the factor) stays as stated.
+    ev_var = ev.var * (s.cross_var if other_hosts and move == "gpu" else 1.0)
+    mean = (ev.m / ev_var + prior / prior_var) / (1.0 / ev_var + 1.0 / prior_var)
     sd = float(np.sqrt(post_var + ev.tau2))
     if kind == "chain":
         gpu = ev.via.rpartition("|")[0]
