@@ -123,8 +123,10 @@ class EvidenceBase:
         self.group = (f["family"].astype(str) + "@" + f["source"].astype(str)).to_numpy()
         self._pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
         self.by_device: dict[str, dict[str, int]] = {}
+        self.by_workload: dict[str, list[int]] = {}  # workload → its rows, on every device
         for i, (d, w) in enumerate(zip(self.device, self.workload, strict=True)):
             self.by_device.setdefault(d, {})[w] = i
+            self.by_workload.setdefault(w, []).append(i)
 
     @property
     def n(self) -> int:
@@ -149,14 +151,19 @@ class EvidenceBase:
         return hit
 
     def neighbours(self, key: str) -> dict[str, int]:
-        """Devices sharing workloads with ``key``, with how many they share."""
+        """Devices sharing workloads with ``key``, with how many they share (sorted by
+        device). A pass over the rows of ``key``'s workloads (:attr:`by_workload`), not over
+        the base: ``np.isin`` of the base's workload names against them had cost 0.2 s per
+        device of a 10,000-configuration fit, half its time."""
         cache = self.__dict__.setdefault("_neighbours", {})
         if key not in cache:
-            mine = self.by_device.get(key, {})
-            mask = np.isin(self.workload, list(mine)) if mine else np.zeros(self.n, bool)
-            devices, counts = np.unique(self.device[mask], return_counts=True)
-            cache[key] = {str(d): int(c) for d, c in zip(devices, counts, strict=True)
-                          if d != key}
+            counts: dict[str, int] = {}
+            for w in self.by_device.get(key, {}):
+                for i in self.by_workload[w]:
+                    d = str(self.device[i])
+                    if d != key:
+                        counts[d] = counts.get(d, 0) + 1
+            cache[key] = dict(sorted(counts.items()))
         return dict(cache[key])
 
     def without(self, gpus: tuple[str, ...] = (), families: tuple[str, ...] = (),
