@@ -42,6 +42,26 @@ def test_aliases_name_one_network_family() -> None:
     assert ev.family_of("my_net") == ("my_net", None)
 
 
+
+def test_neighbours_count_the_workloads_each_other_device_shares() -> None:
+    """Which devices share workloads with a device, and how many (what chains and
+    ``from_other_hosts`` read), from the device's own workloads."""
+    placed = {"A|fp32": ("w1", "w2", "w3"), "B|fp32": ("w1",), "C|fp32": ("w1", "w2"),
+              "D|fp32": ("w4",)}
+    frame = pd.DataFrame([
+        {"source": "own", "workload": w, "network": "net", "family": "net", "kind": None,
+         "gpu": d.split("|")[0], "precision": "fp32", "batch_size": 8, "t": 0.1,
+         "quality": 1.0} for d, ws in placed.items() for w in ws])
+    base = ev.EvidenceBase(frame)
+    assert base.neighbours("A|fp32") == {"B|fp32": 1, "C|fp32": 2}
+    assert list(base.neighbours("C|fp32")) == ["A|fp32", "B|fp32"]  # sorted by device
+    assert base.neighbours("C|fp32") == {"A|fp32": 2, "B|fp32": 1}
+    assert base.neighbours("D|fp32") == {}
+    assert base.neighbours("E|fp32") == {}  # a device the base never measured
+    mine = base.neighbours("A|fp32")
+    mine["B|fp32"] = 99  # a copy: the cache is not the caller's to change
+    assert base.neighbours("A|fp32")["B|fp32"] == 1
+
 def _fixture(home: Path) -> None:
     rows = []
     for net, scale in (("resnet18", 1.0), ("transformer", 2.0), ("lstm_lm", 0.5)):
