@@ -65,6 +65,34 @@ def test_suggestion_is_the_best_expected_gain_per_second() -> None:
     assert np.all(np.diff(after) <= 1e-12) and after[-1] < after[0] < before
 
 
+def test_a_budget_of_runs_takes_the_best_gain_whatever_it_costs() -> None:
+    """Per second the cheap run wins on the known curve; per run the one that narrows the
+    answer most, dearer as it is: the candidate next to the target."""
+    model = _fitted(_runs((2, 4)))
+    target = _runs((256,))
+    candidates = _runs((8, 16, 32, 64, 128))
+    alone = pd.concat([model.suggest(target, candidates.iloc[[i]], k=1)
+                       for i in range(len(candidates))])
+    per_run = model.suggest(target, candidates, k=1, per="run")
+    per_second = model.suggest(target, candidates, k=1)
+    assert per_run["batch_size"].iloc[0] == alone["batch_size"].iloc[
+        int(np.argmin(alone["expected_mape_after"].to_numpy()))] == 128
+    assert per_second["batch_size"].iloc[0] < 128  # the cost decides there
+    assert per_run["cost_s"].iloc[0] > per_second["cost_s"].iloc[0]
+    # The columns say the same things either way: gain_per_s is still per second.
+    row = alone[alone["batch_size"] == 128].iloc[0]
+    assert per_run["gain_per_s"].iloc[0] == pytest.approx(row["gain_per_s"])
+    # Greedy per run too: the two nearest the target first (the line to 256 is drawn through
+    # them); a third that leaves that line as it is narrows nothing, and the cheapest of such
+    # ties comes first.
+    three = model.suggest(target, candidates, k=3, per="run")
+    assert list(three["batch_size"]) == [128, 64, 8]
+    after = three["expected_mape_after"].to_numpy()
+    assert after[1] < after[0] and after[2] == pytest.approx(after[1], rel=1e-6)
+    with pytest.raises(ValueError, match="per must be one of 'second', 'run'"):
+        model.suggest(target, candidates, per="runs")
+
+
 def test_a_run_next_to_a_far_target_beats_a_cheaper_one_far_from_it() -> None:
     """Measured at 32 and 45 (a finely spaced series, as sia2023's) and asked 3,072: batch
     2,901 leaves a line next to the target, 513 one that still extrapolates six times its

@@ -73,6 +73,9 @@ expected error read 57%: the curvature term grows as ``r(1 + r)``, the answers' 
 expected one in 76% of the cases; anchored, 54% (calibrated: about half). The picks moved in
 2 of 102 series.
 
+The budget is counted in seconds by default (the gain per predicted second of profiling);
+``per="run"`` counts it in runs and ranks by the gain alone (:data:`PER`).
+
 The choice of k candidates is greedy: the first is the best alone, the second the
 best once the first is measured, and so on. Cost: one route per target, candidate and pick, each
 a pass over the network's configurations (no pairwise matrices over the rows).
@@ -108,6 +111,14 @@ _P90_Z = 1.2815515655446004
 #: other than the batch size; a batch size's interval now grows without one, up to the
 #: physical bound, ``default._beyond_interval``).
 MAX_WIDER = 4.0
+#: What a budget of profiling is counted in (:func:`suggest`'s ``per``). By seconds, a cheap
+#: run that narrows the answer a little can beat a dear one that narrows it much; with a
+#: budget of runs (a few more cells, each run whatever it takes) the dear one is worth more.
+#: On ``benchmarks/suggest.py``'s public series, at the same count of runs, the per-second
+#: picks lose to "the candidate nearest the target" (median target error 3.66% against 3.27%
+#: at one run: worse in 10 of 102 series, better in 3), and the per-run picks are never worse
+#: (3.27%, 2.90%, 2.93% at one, two, three runs; better in 2 of 66 and 2 of 61 series).
+PER = ("second", "run")
 #: Columns :func:`suggest` adds to the candidates it returns.
 COLUMNS = ("expected_mape_after", "cost_s", "gain_per_s")
 
@@ -176,7 +187,8 @@ def profile_seconds(model: Any, candidates: pd.DataFrame, iterations: np.ndarray
 
 
 def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | None = None,
-            latest: str | None = None, noise: dict[str, float] | None = None) -> pd.DataFrame:
+            latest: str | None = None, noise: dict[str, float] | None = None,
+            per: str = "second") -> pd.DataFrame:
     """The ``k`` candidates worth profiling next, best first (see the module docstring).
 
     Parameters
@@ -196,6 +208,10 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
     noise : dict, optional
         Spread of the iteration times per network (:func:`iteration_noise`); a network left
         out is costed at :data:`DEFAULT_NOISE`.
+    per : {"second", "run"}, default "second"
+        What the budget is counted in: ``"second"`` ranks by the gain per predicted second
+        of profiling (a time budget); ``"run"`` by the gain alone, the cheaper first where
+        gains tie (a budget of a few more runs, whatever each takes). See :data:`PER`.
 
     Returns
     -------
@@ -211,7 +227,7 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
         expected error now. Candidates already measured, on another device, or of a network
         without runs are never returned.
     """
-    _check(model, target, candidates, k)
+    _check(model, target, candidates, k, per)
     wanted = device_name(device if device is not None else latest)
     table = model.predict_table(target)
     before = table["expected_mape"].to_numpy(float).copy()
@@ -235,7 +251,7 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
     units: dict[str, np.ndarray] = {}  # the measured series' spacing, per target (route_error)
     for net, space in spaces.items():
         errors[space.targets], units[net] = space.anchor(before[space.targets])
-    picked = _greedy(spaces, units, errors, before, cost, k)
+    picked = _greedy(spaces, units, errors, before, cost, k, per)
     out = candidates.iloc[[c for c, _, _ in picked]].copy()
     out["expected_mape_after"] = [after for _, after, _ in picked]
     out["cost_s"] = cost[[c for c, _, _ in picked]]
@@ -245,8 +261,11 @@ def suggest(model: Any, target: Any, candidates: Any, k: int = 3, device: str | 
     return out
 
 
-def _check(model: Any, target: Any, candidates: Any, k: int) -> None:
+def _check(model: Any, target: Any, candidates: Any, k: int, per: str = "second") -> None:
     """Clear errors for what :func:`suggest` cannot answer."""
+    if per not in PER:
+        raise ValueError(f"per must be one of {', '.join(map(repr, PER))} (what the budget is "
+                         f"counted in), not {per!r}")
     for name, frame in (("target", target), ("candidates", candidates)):
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"{name} must be a DataFrame with the columns of the fit table "
@@ -523,12 +542,13 @@ def _product(index: SeriesIndex, r: Route, v: np.ndarray, method: str) -> float:
 
 
 def _greedy(spaces: dict[str, _Space], units: dict[str, np.ndarray], errors: np.ndarray,
-            before: np.ndarray, cost: np.ndarray, k: int) -> list[tuple[int, float, float]]:
-    """Pick up to ``k`` candidates one by one, each the best gain per second given the ones
-    before it (the gain: :func:`_information` of the targets' mean expected error, the
-    module docstring says why): (candidate position, targets' mean error after, gain per
-    second). ``units``: per network, the measured series' spacing each target's distances are
-    counted in, whatever is added (:func:`route_error`)."""
+            before: np.ndarray, cost: np.ndarray, k: int, per: str = "second"
+            ) -> list[tuple[int, float, float]]:
+    """Pick up to ``k`` candidates one by one, each the best gain per second (``per="run"``:
+    the best gain) given the ones before it (the gain: :func:`_information` of the targets'
+    mean expected error, the module docstring says why): (candidate position, targets' mean
+    error after, gain per second). ``units``: per network, the measured series' spacing each
+    target's distances are counted in, whatever is added (:func:`route_error`)."""
     chosen: dict[str, list[int]] = {net: [] for net in spaces}
     current = errors.copy()
     picked: list[tuple[int, float, float]] = []
@@ -547,7 +567,8 @@ def _greedy(spaces: dict[str, _Space], units: dict[str, np.ndarray], errors: np.
                 # A run that would not narrow the answer comes after every one that would:
                 # the least widening, then the cheapest (per second, a widening run costing
                 # more would look less harmful).
-                key = (1.0, rate, -c) if gain > 0 else (0.0, gain, -c)
+                key = (1.0, rate if per == "second" else gain, -c) if gain > 0 else (
+                    0.0, gain, -c)
                 if best is None or key > best[0]:
                     best = (key, rate, net, j, trial)
         if best is None:

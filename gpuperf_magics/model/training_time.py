@@ -155,12 +155,13 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         return self.estimator_.predict_table(X, coverage=coverage)
 
     def suggest(self, target: Any, candidates: Any, k: int = 3,
-                device: str | None = None) -> pd.DataFrame:
+                device: str | None = None, per: str = "second") -> pd.DataFrame:
         """The ``k`` candidates worth profiling next for the ``target`` configurations.
 
         Ranked by the drop of the targets' expected error (from the validated moves that give
-        the intervals) per predicted second of a ``--stop-after auto`` run; see
-        :func:`gpuperf_magics.model.suggest.suggest` for the columns added
+        the intervals) per predicted second of a ``--stop-after auto`` run, or with
+        ``per="run"`` by the drop alone (a budget of a few more runs rather than of seconds);
+        see :func:`gpuperf_magics.model.suggest.suggest` for the columns added
         (``expected_mape_after``, ``cost_s``, ``gain_per_s``). Candidates already measured or
         on another device than ``device`` (default: the device of the latest run fitted) are
         never suggested.
@@ -170,7 +171,7 @@ class TrainingTimeModel(RegressorMixin, BaseEstimator):
         self._check_fitted()
         return suggest(self.estimator_, target, candidates, k=k, device=device,
                        latest=self.__dict__.get("latest_device_"),
-                       noise=self.__dict__.get("iteration_noise_"))
+                       noise=self.__dict__.get("iteration_noise_"), per=per)
 
     def report(self) -> pd.DataFrame:
         """Terms, coefficients, validated errors and ranges (see the estimators' ``report``)."""
