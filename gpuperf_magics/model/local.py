@@ -19,8 +19,9 @@ do not move a median). A query is *routed*:
   threads; a batch size never run at this depth). Each measured value ``b`` of one axis gives
   an estimated point (the query with that axis at ``b``, reached by a move along another
   axis); the query is then a move along the axis through those points. With one point only,
-  a feature no series varies is carried over unchanged (the batch size keeps its time per
-  sample): the data cannot tell its effect, and a regression extrapolating it is worse.
+  a feature no series varies is carried over unchanged (the batch size on a GPU grows as the
+  public series' elasticity, :mod:`~.batch_single`; on the CPU it keeps its time per sample):
+  the data cannot tell its effect, and a regression extrapolating it is worse.
 - ``none``: nothing local covers the query; the cross-series model answers.
 
 Every candidate method of a route (local piecewise in linear or log-log space, the naive line
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpuperf_magics.model import batch_single
 from gpuperf_magics.model.gpu_move import GpuMove, peak_ratio
 from gpuperf_magics.model.series import Lookup, SeriesIndex, lookup
 
@@ -60,7 +62,7 @@ class Route:
     kind: str  # "repeat", "axis", "gpu", "chain" or "none"
     members: np.ndarray = field(default_factory=lambda: _NO_IDS)  # configuration ids
     axis: int = -1
-    position: str = ""  # "inside", "beyond" or "single" (one other batch size: per sample)
+    position: str = ""  # "inside", "beyond" or "single" (one other point: single_value)
     sources: list[tuple[int, Route]] = field(default_factory=list)  # gpu: (a config id, route)
     new_gpu: bool = False  # gpu: the query's GPU was never measured
 
@@ -396,6 +398,81 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> 
     return float(np.clip(pred, t[0] * q / x[0], t[0]))  # the floor: never above the smallest
 
 
+def on_gpu_batch(index: SeriesIndex, r: Route) -> bool:
+    """Whether a single-point move goes along the batch size from configurations measured on
+    a catalog GPU (:mod:`~.batch_single` applies: the public series it was learnt from are GPU
+    runs). A chain's points were each estimated from its steps' configurations."""
+    if r.axis != index.batch_axis or r.position != "single" or len(index.device) != index.n:
+        return False
+    members = (np.concatenate([sub.members for _, _, sub in r.steps]) if r.kind == "chain"
+               else r.members)
+    return len(members) > 0 and all(isinstance(index.device[int(c)], str) for c in members)
+
+
+def single_value(index: SeriesIndex, r: Route, v: np.ndarray, x: float, t: float,
+                 q: float) -> float:
+    """Seconds per iteration at ``q`` from the one point ``(x, t)`` of a single-point move of
+    query ``v``: along the batch size on a GPU, as this network's other batch series on that
+    GPU grow (:func:`own_elasticity`), else as the public series of that time per iteration
+    (:mod:`~.batch_single`); along another axis, or on the CPU, in proportion (the time per
+    sample kept)."""
+    if not on_gpu_batch(index, r):
+        return float(t * q / x)
+    own = own_elasticity(index, r, v)
+    if own is None or not (x > 0 and q > 0):
+        return batch_single.moved(t, x, q)
+    return float(t * (q / x) ** own)
+
+
+def own_elasticity(index: SeriesIndex, r: Route, v: np.ndarray) -> float | None:
+    """How this network's own batch series grow on the GPU of a single-point batch move:
+    the series of its other settings (depths, image sizes ...) measured there at two batch
+    sizes or more, each pair :data:`~.batch_single.MIN_RATIO` to
+    :data:`~.batch_single.MAX_RATIO` apart (elasticities clipped to [0, 1], each series
+    weighing 1; :func:`~.batch_single.learn`'s rule), not the query's own series (in
+    validation that is the held-out configuration's). The user's runs before the public
+    curve: a network timed at batch 32, 64 and 128 at depth 1 and at batch 32 alone at depth 2
+    grows at depth 2 as it did at depth 1. None: no such series."""
+    members = (np.concatenate([sub.members for _, _, sub in r.steps]) if r.kind == "chain"
+               else r.members)
+    if not len(members) or index.batch_axis is None:
+        return None
+    gpu = int(index.hw_id[int(members[0])])
+    cache = index.__dict__.setdefault("_own_elasticity", {})
+    if gpu not in cache:
+        cache[gpu] = _batch_series(index, gpu)
+    mine = _series_key(v, index.batch_axis)
+    pool = [pair for key, pair in cache[gpu].items() if key != mine]
+    if not pool:
+        return None
+    e = np.concatenate([p[0] for p in pool])
+    w = np.concatenate([p[1] for p in pool])
+    return batch_single.weighted_median(e, w)
+
+
+def _series_key(values: np.ndarray, batch_axis: int) -> tuple[float, ...]:
+    return tuple(np.round(np.delete(np.asarray(values, float), batch_axis), 9).tolist())
+
+
+def _batch_series(index: SeriesIndex, gpu: int) -> dict[tuple[float, ...], tuple]:
+    """(elasticities, weights) of the pairs of each batch series on one GPU, by series key
+    (the configuration's other values): one pass over that GPU's configurations."""
+    axis = index.batch_axis
+    if axis is None:
+        return {}
+    groups: dict[tuple[float, ...], list[int]] = {}
+    for c in np.flatnonzero(index.hw_id == gpu):
+        groups.setdefault(_series_key(index.values[c], axis), []).append(int(c))
+    out = {}
+    for key, ids in groups.items():
+        if len(ids) < 2:
+            continue
+        pairs = batch_single.pair_elasticities(index.values[ids, axis], index.t[ids])
+        if len(pairs):
+            out[key] = (pairs, np.full(len(pairs), 1.0 / len(pairs)))
+    return out
+
+
 def _polyfit1(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     """``np.polyfit(x, t, 1)`` (slope, intercept) by the same operations without its checks,
     which cost more than the fit on a series of a few points (validation fits thousands);
@@ -437,7 +514,7 @@ def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str,
     x, t = _series(index, r, its)
     q = float(v[r.axis])
     if r.position == "single":
-        return float(t[0] * q / x[0])
+        return single_value(index, r, v, float(x[0]), float(t[0]), q)
     if method == "line":
         return _line(x, t, q)
     if r.position == "inside":
@@ -506,7 +583,8 @@ def _chain_candidates(index: SeriesIndex, r: Route, v: np.ndarray, sub_method: d
     q = float(v[r.axis])
     batch = r.axis == index.batch_axis
     if r.position == "single":
-        return {"lin": float(t[0] * q / x[0]) if batch and x[0] > 0 else float(t[0])}
+        return {"lin": single_value(index, r, v, float(x[0]), float(t[0]), q) if batch and x[0] > 0
+                else float(t[0])}
     out = {"line": _line(x, t, q)}
     for m in ("lin", "log"):
         out[m] = _inside(x, t, q, m) if r.position == "inside" else _beyond(x, t, q, m, batch)

@@ -1,0 +1,156 @@
+"""Another batch size from the one measured on a GPU: the public series' elasticity.
+
+A network profiled at one batch size on a GPU and asked another has no series of its own to
+follow. Keeping its time per sample (``t · q/x``) assumes every part of an iteration grows with
+the batch; on a GPU the launches, the optimizer step, the host's work and an under-occupied
+device do not, and on the public batch series (sia2023, gavel2020) the time per iteration grows
+as the batch to a power well below 1: the median elasticity ``d log t / d log b`` of moves 2-8×
+apart is :func:`params`'s ``elasticity`` (about 0.6). Kept per sample, such moves erred by 90%
+(sia2023) and 52% (gavel2020) MAPE, with an interval of the public extrapolation figure (±7%)
+that held 18% of them.
+
+So a single GPU point moves as ``t · (q/x)^e`` with ``e`` that median, and its interval is the
+spread of the elasticities around it times the log distance: a move of ``L = log(q/x)`` errs by
+``(e_true − e)·L`` in log time, so the 10th-90th percentiles of ``e_true − e`` over the public
+moves, times ``|L|``, bound it (elasticities lie in [0, 1]: a time per iteration neither falls
+with the batch nor grows faster than it, so neither does the interval). The figures ship in
+``batch_elasticity.json``, rebuilt byte for byte by ``benchmarks/batch_elasticity.py`` from the
+public data (:func:`learn`); ``fit`` and ``predict`` only read it.
+
+Not on the CPU: the public series are all GPU runs, and a CPU's iteration is mostly arithmetic
+that does grow with the batch; a CPU point keeps its time per sample. Where the user's own
+validation measured moves from single batch sizes (six or more), their residuals give the
+interval instead (:mod:`~.validation`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+PARAMS_FILE = "batch_elasticity.json"
+#: Quantile levels of the stored deviations (intervals interpolate between them).
+LEVELS = tuple(round(0.05 * k, 2) for k in range(1, 20))
+#: Moves learnt from: at least this far apart (a closer pair's elasticity is mostly noise) and
+#: at most :data:`MAX_RATIO` (the reach single moves are asked at, judged on).
+MIN_RATIO, MAX_RATIO = 2.0, 8.0
+#: Times per iteration (log10 seconds) the elasticity is learnt at, and how far (decades) a
+#: pair's weight reaches around each: 3 ms to 30 s.
+KNOTS = tuple(round(-2.5 + 0.5 * k, 1) for k in range(9))
+KNOT_WIDTH = 0.25
+#: Where the file is missing or unreadable: time per sample kept, the interval of no spread.
+FALLBACK = {"elasticity": 1.0, "deviation_quantiles": [0.0] * len(LEVELS)}
+
+
+@functools.lru_cache(maxsize=1)
+def params() -> dict:
+    """The shipped figures (:data:`PARAMS_FILE`): ``elasticity`` and ``deviation_quantiles``
+    (of ``e_true − elasticity`` at :data:`LEVELS`)."""
+    try:
+        text = resources.files("gpuperf_magics.model").joinpath(PARAMS_FILE).read_text()
+        stored = json.loads(text)
+        if len(stored["deviation_quantiles"]) != len(LEVELS):
+            return dict(FALLBACK)
+        return stored
+    except (OSError, ValueError, KeyError, TypeError):
+        return dict(FALLBACK)
+
+
+def elasticity(t: float) -> float:
+    """The public series' elasticity at a measured time per iteration ``t`` (seconds):
+    interpolated between the knots (log10 seconds), flat beyond them."""
+    p = params()
+    knots = p.get("knots")
+    if not knots or not t > 0:
+        return float(p["elasticity"]) if not knots else float(np.median(p["elasticity"]))
+    return float(np.interp(math.log10(t), knots, p["elasticity"]))
+
+
+def moved(t: float, x: float, q: float) -> float:
+    """Seconds per iteration at batch ``q`` of a point measured at ``(x, t)`` on a GPU."""
+    if not (x > 0 and q > 0):
+        return float(t * q / x) if x else float(t)
+    return float(t * (q / x) ** elasticity(t))
+
+
+def interval(x: float, q: float, coverage: float) -> tuple[float, float, float]:
+    """(low, high, expected MAPE) of the move ``x → q`` in log residuals
+    ``log(actual / predicted)``: the deviations' quantiles at ``(1 ∓ coverage)/2`` times
+    ``log(q/x)`` (sorted), and the mean error over the stored quantiles."""
+    if not (x > 0 and q > 0):
+        return 0.0, 0.0, 0.0
+    step = math.log(q / x)
+    dev = np.asarray(params()["deviation_quantiles"], dtype=float)
+    a = float(np.interp((1 - coverage) / 2, LEVELS, dev)) * step
+    b = float(np.interp((1 + coverage) / 2, LEVELS, dev)) * step
+    expected = float(np.mean(np.abs(np.exp(-dev * step) - 1.0)))
+    return min(a, b, 0.0), max(a, b, 0.0), expected
+
+
+def learn(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """The figures of :data:`PARAMS_FILE` from batch series ``(batch sizes, seconds per
+    iteration)`` of one network on one GPU each.
+
+    Every ordered pair of a series' points :data:`MIN_RATIO` to :data:`MAX_RATIO` apart gives
+    an elasticity (clipped to [0, 1]) at its source point's time per iteration; each series
+    weighs 1 in all, shared by its pairs. ``elasticity`` at each of :data:`KNOTS` (log10
+    seconds): the weighted median of the pairs within :data:`KNOT_WIDTH` decades of it
+    (Gaussian weights), made non-decreasing; ``deviation_quantiles``: the weighted quantiles
+    of each pair's elasticity minus the curve's at its time. Rounded: stable text."""
+    el, lt, w = [], [], []
+    for x, t in series:
+        e, source = pair_elasticities(x, t, with_source=True)
+        if not len(e):
+            continue
+        el.append(e)
+        lt.append(np.log10(source))
+        w.append(np.full(len(e), 1.0 / len(e)))
+    if not el:
+        return {**FALLBACK, "series": 0, "moves": 0}
+    e, at, weight = np.concatenate(el), np.concatenate(lt), np.concatenate(w)
+    curve = []
+    for k in KNOTS:
+        near = weight * np.exp(-0.5 * ((at - k) / KNOT_WIDTH) ** 2)
+        curve.append(_weighted_quantile(e, near, 0.5) if near.sum() > 1e-9 else np.nan)
+    values = np.array(curve)
+    values = np.interp(KNOTS, np.array(KNOTS)[np.isfinite(values)], values[np.isfinite(values)])
+    values = np.round(np.maximum.accumulate(values), 4)
+    dev = e - np.interp(at, KNOTS, values)
+    quantiles = [_weighted_quantile(dev, weight, p) for p in LEVELS]
+    return {"knots": list(KNOTS), "elasticity": [float(v) for v in values],
+            "deviation_quantiles": [round(q, 4) for q in quantiles],
+            "series": len(el), "moves": len(e)}
+
+
+def pair_elasticities(x: np.ndarray, t: np.ndarray, with_source: bool = False) -> Any:
+    """Elasticities ``Δlog t / Δlog x`` (clipped to [0, 1]) of every ordered pair of a
+    series' points :data:`MIN_RATIO` to :data:`MAX_RATIO` apart; with ``with_source``, also
+    each pair's source time (the pair's first point)."""
+    x, t = np.asarray(x, float), np.asarray(t, float)
+    ok = (x > 0) & (t > 0)
+    lx, ly = np.log(x[ok]), np.log(t[ok])
+    d = lx[None, :] - lx[:, None]
+    near = (np.abs(d) >= math.log(MIN_RATIO) - 1e-12) & (np.abs(d) <= math.log(MAX_RATIO) + 1e-12)
+    i, j = np.nonzero(near)
+    e = np.clip((ly[j] - ly[i]) / (lx[j] - lx[i]), 0.0, 1.0) if len(i) else np.zeros(0)
+    return (e, t[ok][i]) if with_source else e
+
+
+def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+    """The weighted median (:func:`_weighted_quantile` at one half)."""
+    return _weighted_quantile(np.asarray(x, float), np.asarray(w, float), 0.5)
+
+
+def _weighted_quantile(x: np.ndarray, w: np.ndarray, p: float) -> float:
+    """The ``p`` quantile of ``x`` weighted by ``w`` (the value where the cumulative weight,
+    taken at each value's middle, reaches ``p``, interpolated)."""
+    order = np.argsort(x, kind="stable")
+    x, w = x[order], w[order]
+    cum = (np.cumsum(w) - 0.5 * w) / w.sum()
+    return float(np.interp(p, cum, x))
