@@ -121,6 +121,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write the shipped file")
     parser.add_argument("--check", action="store_true", help="compare with the shipped file")
+    parser.add_argument("--figure", action="store_true",
+                        help="also store the benchmark in docs/figures/batch_single.md")
     args = parser.parse_args()
     path = ROOT / "gpuperf_magics" / "model" / batch_single.PARAMS_FILE
     if args.write or args.check:
@@ -132,18 +134,35 @@ def main() -> None:
         path.write_text(text)
         print(f"wrote {path.relative_to(ROOT)}")
         return
+    import subprocess
+    import time
+
     p = batch_single.params()
-    print("elasticity at 10^k s: " + ", ".join(
-        f"{k:g}: {e:.2f}" for k, e in zip(p.get("knots", [0]), np.atleast_1d(p["elasticity"]),
-                                           strict=True))
-          + f"; deviation 10%/90%: {batch_single.interval(1.0, np.e, 0.8)[:2]}")
-    print("| data set | series | moves | time per sample kept: MAPE % | default: MAPE % | "
-          "up | down | inside the 80% interval | median width | expected (median) % | "
-          "realised (median) % |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    lo, hi, _ = batch_single.interval(1.0, np.e, 0.8)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    lines = [f"*Measured by `python benchmarks/batch_elasticity.py` on commit `{commit}` "
+             f"({time.strftime('%Y-%m-%d')}); `--figure` rewrites this file.*", "",
+             "The elasticity the public GPU batch series show (`batch_elasticity.json`, "
+             "learnt from sia2023 and gavel2020), by the measured time per iteration:", "",
+             "| time per iteration | " + " | ".join(f"{10 ** k:.3g} s" for k in p["knots"])
+             + " |", "| --- |" + " ---: |" * len(p["knots"]),
+             "| elasticity | " + " | ".join(f"{e:.2f}" for e in p["elasticity"]) + " |", "",
+             f"Spread around it (10th-90th percentile of the pairs' elasticities minus the "
+             f"curve's): {lo:+.2f} to {hi:+.2f}.", "",
+             "One batch size measured per series, every other one 1/8 to 8 times it asked "
+             "(MAPE %; \"time per sample kept\" is what the model answered before):", "",
+             "| data set | series | moves | time per sample kept: MAPE % | default: MAPE % | "
+             "up | down | inside the 80% interval | median width | expected (median) % | "
+             "realised (median) % |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    print("\n".join(lines), flush=True)
     for name in (*LEARNT_FROM, "lattuada2022"):
-        print(report(name + (" (held out)" if name not in LEARNT_FROM else ""),
-                     single_moves(name)), flush=True)
+        lines.append(report(name + (" (held out)" if name not in LEARNT_FROM else ""),
+                            single_moves(name)))
+        print(lines[-1], flush=True)
+    if args.figure:
+        (ROOT / "docs" / "figures" / "batch_single.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -64,6 +64,26 @@ def test_a_run_bound_by_its_gpu_moves_as_the_model_says(tmp_path):
     assert not one["detail"].str.contains("host-bound").any()
 
 
+def test_one_batch_with_a_kernel_count_moves_its_gpu_work_with_the_batch(tmp_path):
+    """Measured at batch 64 alone in 100 ms (fifty times its host's 2 ms: its GPU's work), a
+    run that counted its kernels moves in proportion to the batch, down to the host's floor;
+    without the count the model grows it as public GPU batch series of 100 ms do
+    (model/batch_single.py), less than in proportion."""
+    import gpuperf_magics as gm
+    from gpuperf_magics.model import batch_single
+
+    ask = {"batch_sizes": [256, 1], "iterations": 100}
+    counted = gm.predict_time(_store(tmp_path / "a.sqlite", {64: 100.0}, flops=1e12,
+                                     arch_kernels=KERNELS), **ask).frame
+    by_batch = counted.set_index("batch_size")["per_iteration_s"]
+    assert by_batch[256] == pytest.approx(0.4)
+    assert by_batch[1] == pytest.approx(max(0.1 / 64, HOST))
+    plain = gm.predict_time(_store(tmp_path / "b.sqlite", {64: 100.0}, flops=1e12),
+                            **ask).frame.set_index("batch_size")["per_iteration_s"]
+    assert plain[256] == pytest.approx(0.1 * 4 ** batch_single.elasticity(0.1))
+    assert plain[256] < 0.4
+
+
 def test_the_floor_holds_a_gpu_bound_network_above_its_host_time() -> None:
     """Bound by the GPU where measured (10 ms against a 2 ms host), it is not scaled by a
     share; but a move to a GPU twenty times faster stops at the host's time."""

@@ -524,8 +524,8 @@ def _source_error(local: _Local, r: Any, v: np.ndarray,
             continue
         lo, hi = _interval(chosen.logres, coverage, sample=not chosen.prior)
         lo, hi, wider, cap = _beyond_interval(local.index, sub, v, chosen, lo, hi)
-        single = _single_batch(local.index, sub, v, chosen, coverage)
-        parts.append(single if single is not None else (lo, hi, min(chosen.mape * wider, cap)))
+        # (A GPU move's source keeps its time per sample, local.local_value says why.)
+        parts.append((lo, hi, min(chosen.mape * wider, cap)))
     if not parts:
         return 0.0, 0.0, 0.0
     lo, hi, expected = np.median(np.array(parts), axis=0)

@@ -68,7 +68,7 @@ class NaiveModel(RegressorMixin, BaseEstimator):
                 r = route(index, values[i], hw[i], everyone)
                 its = float(prep.iterations[row])
                 if r.kind in ("repeat", "axis"):
-                    per_it = local_value(index, r, values[i], "line", its)
+                    per_it = local_value(index, r, values[i], "line", its, per_sample=True)
                 elif r.kind == "gpu":
                     preds = candidates(index, r, values[i], hw[i], float(naive[i]), PLAIN, subs,
                                        its)
