@@ -251,3 +251,30 @@ def test_bad_input_says_what_to_do() -> None:
                                                   _seconds(_runs((2, 4, 8, 16))))
     with pytest.raises(ValueError, match="method='default'"):
         paper.suggest(_runs((256,)), _runs((32,)))
+
+
+def test_one_gpu_batch_starts_from_the_public_elasticities_error() -> None:
+    """Measured at batch 32 alone on a T4 and asked 256: the answer's expected error is the
+    public elasticities' at that distance (model/batch_single.py), and the suggester's own
+    figure for the answer agrees with it before anchoring (so the anchor does not scale the
+    candidates' errors up): one run next to the target narrows it most."""
+    from gpuperf_magics.model import batch_single
+    from gpuperf_magics.model.inputs import prepare
+    from gpuperf_magics.model.local import route
+    from gpuperf_magics.model.series import query_arrays
+    from gpuperf_magics.model.suggest import route_error
+
+    model = _fitted(_runs((32,)))
+    target = _runs((256,))
+    answer = model.predict_table(target)["expected_mape"].iloc[0]
+    public = batch_single.interval(32, 256, 0.8)[2]
+    assert answer >= public and answer == pytest.approx(public, rel=0.15)
+    local = model.estimator_.local_["net"]
+    prep = prepare(target, model.estimator_.ignore, prefer_catalog=True)
+    values, hw, _ = query_arrays(local.index, local.hw_cols, prep, np.array([0]))
+    r = route(local.index, values[0], hw[0], np.ones(local.index.n, dtype=bool))
+    assert r.position == "single"
+    assert route_error(local, local.index, r, values[0], 0.0) == pytest.approx(public)
+    picks = model.suggest(target, _runs((64, 128)), k=1)
+    assert picks["batch_size"].iloc[0] == 128
+    assert picks["expected_mape_after"].iloc[0] < picks.attrs["expected_mape_before"] / 3

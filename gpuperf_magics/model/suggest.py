@@ -90,8 +90,9 @@ import numpy as np
 import pandas as pd
 
 from gpuperf_magics.auto_stop import AUTO_PRECISION, auto_iterations
+from gpuperf_magics.model import batch_single
 from gpuperf_magics.model.inputs import prepare
-from gpuperf_magics.model.local import Route, beyond_distance, family, route
+from gpuperf_magics.model.local import Route, beyond_distance, family, on_gpu_batch, route
 from gpuperf_magics.model.series import SeriesIndex, query_arrays
 
 #: Spread of the iteration times (relative standard deviation) a run is costed at where the
@@ -404,6 +405,13 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     if r.kind == "chain":
         steps = float(np.median([route_error(local, index, sub, vb, noise)
                                  for _, vb, sub in r.steps]))
+    if r.position == "single" and on_gpu_batch(index, r) and (move is None or move.prior):
+        # One batch size measured on a GPU: the error of the public elasticities at this
+        # distance, as the answer's interval has it (model/batch_single.py), not the public
+        # extrapolation figure (which made the anchor scale every candidate's error up).
+        x = float(r.steps[0][0]) if r.kind == "chain" else float(
+            index.values[r.members[0], r.axis])
+        base = batch_single.interval(x, float(v[r.axis]), 0.8)[2]
     method = move.method if move is not None else "lin"
     design = _design(index, r, v, method, noise)
     if r.position == "beyond":
@@ -417,7 +425,7 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
                      if base > 0 and math.isfinite(bound) else x)
         else:
             scale = _wider(x)
-    else:  # between two points, or the time per sample of the one point carried over
+    else:  # between two points, or the one point moved (local.single_value)
         scale = 1.0
     fit_x, sigma, q = design
     carried = float(np.sqrt(np.sum((_hat(fit_x, q) * sigma) ** 2)))
