@@ -152,3 +152,50 @@ def test_the_networks_own_batch_series_on_that_gpu_come_before_the_public_curve(
     table = model.predict_table(asked)
     e = batch_single.elasticity(0.05)
     assert table["per_iteration_s"].iloc[0] == pytest.approx(0.05 * 4 ** e, rel=1e-6)
+
+
+def _local(rows: list[tuple[int, int, float]]):
+    """The fitted local model of one network on a T4: (depth, batch, seconds per iteration)."""
+    frame = pd.DataFrame([{"network": "net", "depth": d, "batch_size": b, "iterations": 10,
+                           "gpu": "Tesla T4", "time_s": 10 * t} for d, b, t in rows])
+    model = TrainingTimeModel(public_data=False).fit(frame.drop(columns="time_s"),
+                                                     frame["time_s"])
+    return model.estimator_.local_["net"]
+
+
+def test_pairs_reaching_the_asked_batch_do_not_tell_how_a_series_grows() -> None:
+    """Validation holds out a batch size from every series at once: a pair of another series
+    that reaches it would be the held-out answer itself. Depth 1 and 3 measured at 32 and
+    128, depth 2 at 128 alone: asked depth 2 at 32, only pairs not at 32 count (none here),
+    so the public curve answers; asked at 512, depth 1's and 3's pairs 32-128 count."""
+    from gpuperf_magics.model.local import own_elasticity, route
+
+    local = _local([(1, 32, 0.02), (1, 128, 0.02 * 4 ** 0.3), (2, 128, 0.05),
+                    (3, 32, 0.06), (3, 128, 0.06 * 4 ** 0.3)])
+    index = local.index
+    j = index.batch_axis
+    c = int(np.flatnonzero((index.values[:, 0] == 2) & (index.values[:, j] == 128))[0])
+    everyone = np.ones(index.n, dtype=bool)
+    down = index.values[c].copy()
+    down[j] = 32
+    assert own_elasticity(index, route(index, down, index.hw[c], everyone), down) is None
+    up = index.values[c].copy()
+    up[j] = 512
+    r = route(index, up, index.hw[c], everyone)
+    assert r.position == "single"
+    assert own_elasticity(index, r, up) == pytest.approx(0.3)
+
+
+def test_a_runs_set_up_time_is_not_grown_with_the_batch() -> None:
+    """Measured at batch 32 alone on a GPU, 0.05 s per iteration and 5 s of set-up over 10
+    iterations: batch 256 is the iteration grown as the public curve of 0.05 s says, plus the
+    same set-up."""
+    frame = pd.DataFrame([{"network": "net", "batch_size": 32, "iterations": n,
+                           "gpu": "Tesla T4", "time_s": 5.0 + 0.05 * n} for n in (10, 40)])
+    model = TrainingTimeModel(public_data=False).fit(frame.drop(columns="time_s"),
+                                                     frame["time_s"])
+    asked = pd.DataFrame([{"network": "net", "batch_size": 256, "iterations": 10,
+                           "gpu": "Tesla T4"}])
+    table = model.predict_table(asked)
+    e = batch_single.elasticity(0.05)
+    assert table["time_s"].iloc[0] == pytest.approx(5.0 + 10 * 0.05 * 8 ** e, rel=1e-3)

@@ -84,6 +84,29 @@ def test_one_batch_with_a_kernel_count_moves_its_gpu_work_with_the_batch(tmp_pat
     assert plain[256] < 0.4
 
 
+def test_a_single_batch_move_is_one_configuration_in_one_precision(tmp_path):
+    """Batch 64 measured in FP32 (100 ms) and in AMP (40 ms), with kernel counts: batch 256
+    is four times each in its own precision, not four times their median; a two-GPU row at
+    the measured batch keeps its all-reduce (not a move from one batch size)."""
+    import gpuperf_magics as gm
+
+    store = tmp_path / "p.sqlite"
+    gm.Store(store).import_table(pd.DataFrame({
+        "network": "net", "batch_size": [64, 64], "iterations": 100, "time_s": [10.0, 4.0],
+        "it_median_s": [0.1, 0.04], "arch_flops_fwd_bwd": 1e12, "arch_param_tensors": 10,
+        "optimizer": "SGD", "arch_kernels": KERNELS, "arch_params": 25_000_000,
+        "arch_amp": [False, True]}), gpu="T4")
+    for precision, per_it in (("fp32", 0.4), ("amp", 0.16)):
+        frame = gm.predict_time(store, batch_sizes=[256], iterations=100,
+                                precision=precision).frame
+        assert frame["per_iteration_s"].iloc[0] == pytest.approx(per_it), precision
+        assert "in proportion to the batch" in frame["detail"].iloc[0]
+        assert "host-bound" not in frame["detail"].iloc[0]  # fifty times the host's time
+    two = gm.predict_time(store, batch_sizes=[64], iterations=100, gpu_count=2,
+                          precision="fp32").frame
+    assert two["per_iteration_s"].iloc[0] > 0.1 and "all-reduce" in two["detail"].iloc[0]
+
+
 def test_the_floor_holds_a_gpu_bound_network_above_its_host_time() -> None:
     """Bound by the GPU where measured (10 ms against a 2 ms host), it is not scaled by a
     share; but a move to a GPU twenty times faster stops at the host's time."""

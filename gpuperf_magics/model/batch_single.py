@@ -79,14 +79,19 @@ def moved(t: float, x: float, q: float) -> float:
     return float(t * (q / x) ** elasticity(t))
 
 
-def interval(x: float, q: float, coverage: float) -> tuple[float, float, float]:
+def interval(x: float, q: float, coverage: float,
+             e: float | None = None) -> tuple[float, float, float]:
     """(low, high, expected MAPE) of the move ``x → q`` in log residuals
     ``log(actual / predicted)``: the deviations' quantiles at ``(1 ∓ coverage)/2`` times
-    ``log(q/x)`` (sorted), and the mean error over the stored quantiles."""
+    ``log(q/x)`` (sorted), and the mean error over the stored quantiles. With the elasticity
+    ``e`` the move used, the deviations stop where the truth's would leave [0, 1] (a time per
+    iteration neither falls with the batch nor grows faster than it)."""
     if not (x > 0 and q > 0):
         return 0.0, 0.0, 0.0
     step = math.log(q / x)
     dev = np.asarray(params()["deviation_quantiles"], dtype=float)
+    if e is not None:
+        dev = np.clip(dev, -e, 1.0 - e)
     a = float(np.interp((1 - coverage) / 2, LEVELS, dev)) * step
     b = float(np.interp((1 + coverage) / 2, LEVELS, dev)) * step
     expected = float(np.mean(np.abs(np.exp(-dev * step) - 1.0)))
@@ -128,10 +133,12 @@ def learn(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict:
             "series": len(el), "moves": len(e)}
 
 
-def pair_elasticities(x: np.ndarray, t: np.ndarray, with_source: bool = False) -> Any:
+def pair_elasticities(x: np.ndarray, t: np.ndarray, with_source: bool = False,
+                      with_batches: bool = False) -> Any:
     """Elasticities ``Δlog t / Δlog x`` (clipped to [0, 1]) of every ordered pair of a
     series' points :data:`MIN_RATIO` to :data:`MAX_RATIO` apart; with ``with_source``, also
-    each pair's source time (the pair's first point)."""
+    each pair's source time (the pair's first point); with ``with_batches``, each pair's two
+    batch sizes."""
     x, t = np.asarray(x, float), np.asarray(t, float)
     ok = (x > 0) & (t > 0)
     lx, ly = np.log(x[ok]), np.log(t[ok])
@@ -139,6 +146,8 @@ def pair_elasticities(x: np.ndarray, t: np.ndarray, with_source: bool = False) -
     near = (np.abs(d) >= math.log(MIN_RATIO) - 1e-12) & (np.abs(d) <= math.log(MAX_RATIO) + 1e-12)
     i, j = np.nonzero(near)
     e = np.clip((ly[j] - ly[i]) / (lx[j] - lx[i]), 0.0, 1.0) if len(i) else np.zeros(0)
+    if with_batches:
+        return e, x[ok][i], x[ok][j]
     return (e, t[ok][i]) if with_source else e
 
 

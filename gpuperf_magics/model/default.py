@@ -45,6 +45,7 @@ from gpuperf_magics.model.local import (
     own_elasticity,
     reach,
     route,
+    single_interval,
 )
 from gpuperf_magics.model.monotone import MEASURED
 from gpuperf_magics.model.parallel import Refitter, validate_all, workers
@@ -557,8 +558,7 @@ def _single_batch(index: SeriesIndex, r: Any, v: np.ndarray, chosen: Move,
     gavel2020's single moves); None for another move."""
     if not (chosen.prior and on_gpu_batch(index, r)):
         return None
-    x = float(r.steps[0][0]) if r.kind == "chain" else float(index.values[r.members[0], r.axis])
-    return batch_single.interval(x, float(v[r.axis]), coverage)
+    return single_interval(index, r, v, coverage)
 
 
 def _beyond_interval(index: SeriesIndex, r: Any, v: np.ndarray, chosen: Move, lo: float,

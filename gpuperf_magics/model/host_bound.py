@@ -109,6 +109,8 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
     per_it = table["per_iteration_s"].to_numpy(float)
     new = per_it.copy()
     bound = np.zeros(len(table), dtype=bool)
+    single = np.full(len(table), np.nan)  # the one measured batch a row moved from
+    shared = np.zeros(len(table), dtype=bool)  # moved by a host-bound run's GPU share
     kinds = table["kind"].astype(str).to_numpy()
     for i, (gpu, batch) in enumerate(zip(table["gpu"], table["batch_size"], strict=True)):
         if not isinstance(gpu, str) or not np.isfinite(per_it[i]):
@@ -120,12 +122,14 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
             # runs' kernel count tells this host's own, so the run's GPU work moves with the
             # batch and the host's time is the floor (the max of the two; on the H200 zoo,
             # 20% MAPE against 31% for the public curve on six networks' 72 moves).
-            one = host.single_on(gpu) if same_gpu else None
+            one = host.single_move(table.iloc[i], asked) if same_gpu else None
             if one is not None:
                 new[i] = one[1] * float(batch) / one[0]
+                single[i] = one[0]
             share = host.share_near(gpu if same_gpu else None, float(batch))
             if share is not None:  # the source was host-bound: only its GPU work moves
                 new[i] = share * new[i]
+                shared[i] = True
         floor = max(host.floor * factor, host.same_floor(table.iloc[i], asked))
         floors[i] = floor
         bound[i] = new[i] < floor
@@ -150,11 +154,16 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
            f"its kernel launches, ×{factor:.2g} for {'' if factor > 1 else 'leaving '}"
            "autocast's casts")
     needs = pd.Series([_ms(f) for f in floors[changed]], index=rows)
-    note = pd.Series(np.where(bound[changed], "host-bound: the host needs about "
-                              + needs + f" per iteration ({why})",
-                              "host-bound where measured: only the GPU's share of the time "
-                              "moved"), index=rows)
-    out.loc[rows, "detail"] = note + "; " + out.loc[rows, "detail"].astype(str)
+    note = np.where(bound[changed], "host-bound: the host needs about " + needs
+                    + f" per iteration ({why})",
+                    np.where(shared[changed], "host-bound where measured: only the GPU's "
+                             "share of the time moved", ""))
+    # A move from one batch size: the model's words (the public curve) no longer apply.
+    words = [f"batch_size {b:g} from the one measured {m:g} (its GPU's work in proportion to "
+             "the batch: its kernel count tells its host's share)" if np.isfinite(m) else str(d)
+             for b, m, d in zip(out.loc[rows, "batch_size"], single[changed],
+                                out.loc[rows, "detail"], strict=True)]
+    out.loc[rows, "detail"] = [f"{n}; {w}" if n else w for n, w in zip(note, words, strict=True)]
     return out
 
 
@@ -174,6 +183,9 @@ class _HostView:
         #: The precision class of the latest run with a kernel count (that :attr:`floor` is
         #: judged in).
         self.precision = precision
+        #: Every GPU run: (its configuration but the batch size, precision class, batch size,
+        #: seconds per iteration).
+        self.configs: list[tuple[dict[str, object], str | None, float, float]] = []
 
     @classmethod
     def of(cls, runs: pd.DataFrame, use_busy: bool = False) -> _HostView | None:
@@ -207,6 +219,7 @@ class _HostView:
         if not (floor > 0 and math.isfinite(floor)):
             return None
         seen, same = [], []
+        configs: list[tuple[dict[str, object], str | None, float, float]] = []
         keys = ["gpu", "batch_size", "gpu_count",
                 *[c for c in runs.attrs.get("feature_columns", []) if c in on_gpu.columns]]
         precisions = precision_of(on_gpu)
@@ -225,9 +238,13 @@ class _HostView:
                 if work is not None and work >= 0:
                     fixed, scaled = 0.0, min(work, ti)
             seen.append((str(run["gpu"]), float(run["batch_size"]), float(ti), fixed, scaled))
+            configs.append(({k: run.get(k) for k in keys if k != "batch_size"}, prec,
+                            float(run["batch_size"]), float(ti)))
             if not math.isnan(fixed):
                 same.append(({k: run.get(k) for k in keys}, prec, float(ti)))
-        return cls(floor, seen, same, measured)
+        view = cls(floor, seen, same, measured)
+        view.configs = configs
+        return view
 
     def same_floor(self, row: pd.Series, precision: str | None) -> float:
         """The floor of the configuration ``row`` (its ``gpu``, ``batch_size``, ``gpu_count``
@@ -239,11 +256,15 @@ class _HostView:
                  if all(_same(row.get(k), v) for k, v in config.items())]
         return min(times) if times else 0.0
 
-    def single_on(self, gpu: str) -> tuple[float, float] | None:
-        """(batch, seconds per iteration) of the runs on ``gpu`` where they were all at one
-        batch size (the median time), else None."""
-        mine = [(b, t) for g, b, t, _, _ in self.runs if g == gpu]
-        if not mine or len({b for b, _ in mine}) != 1 or not mine[0][0] > 0:
+    def single_move(self, row: pd.Series, precision: str | None) -> tuple[float, float] | None:
+        """(batch, seconds per iteration) where ``row`` is a move from one batch size: the runs
+        of its configuration (GPU, GPU count and the store's features) in ``precision`` were
+        all at one batch size, another than the row's (their median time); else None (a move
+        along another feature, to another GPU count or precision, or between batches)."""
+        mine = [(b, t) for config, prec, b, t in self.configs if prec == precision
+                and all(_same(row.get(k), v) for k, v in config.items())]
+        batches = {b for b, _ in mine}
+        if len(batches) != 1 or not mine[0][0] > 0 or _same(row.get("batch_size"), mine[0][0]):
             return None
         return mine[0][0], float(statistics.median(t for _, t in mine))
 

@@ -412,16 +412,34 @@ def on_gpu_batch(index: SeriesIndex, r: Route) -> bool:
 def single_value(index: SeriesIndex, r: Route, v: np.ndarray, x: float, t: float,
                  q: float) -> float:
     """Seconds per iteration at ``q`` from the one point ``(x, t)`` of a single-point move of
-    query ``v``: along the batch size on a GPU, as this network's other batch series on that
-    GPU grow (:func:`own_elasticity`), else as the public series of that time per iteration
-    (:mod:`~.batch_single`); along another axis, or on the CPU, in proportion (the time per
+    query ``v``: along the batch size on a GPU, ``t · (q/x)^e`` with
+    :func:`single_elasticity`; along another axis, or on the CPU, in proportion (the time per
     sample kept)."""
-    if not on_gpu_batch(index, r):
+    if not on_gpu_batch(index, r) or not (x > 0 and q > 0):
         return float(t * q / x)
+    return float(t * (q / x) ** single_elasticity(index, r, v, t))
+
+
+def single_elasticity(index: SeriesIndex, r: Route, v: np.ndarray, t: float) -> float:
+    """The elasticity a single-point batch move on a GPU grows by: this network's own batch
+    series on that GPU (:func:`own_elasticity`), else the public series' at the measured time
+    per iteration ``t`` (:func:`~.batch_single.elasticity`)."""
     own = own_elasticity(index, r, v)
-    if own is None or not (x > 0 and q > 0):
-        return batch_single.moved(t, x, q)
-    return float(t * (q / x) ** own)
+    return own if own is not None else batch_single.elasticity(t)
+
+
+def single_interval(index: SeriesIndex, r: Route, v: np.ndarray,
+                    coverage: float) -> tuple[float, float, float]:
+    """(low, high, expected error) of a single-point batch move on a GPU: the public
+    elasticities' spread at its log distance, stopped where the truth's elasticity would
+    leave [0, 1] around the one it used (:func:`~.batch_single.interval`)."""
+    if r.kind == "chain":
+        x, e = float(r.steps[0][0]), own_elasticity(index, r, v)
+    else:
+        m = int(r.members[np.argmin(index.values[r.members, r.axis])])
+        x = float(index.values[m, r.axis])
+        e = single_elasticity(index, r, v, float(index.t[m]))
+    return batch_single.interval(x, float(v[r.axis]), coverage, e)
 
 
 def own_elasticity(index: SeriesIndex, r: Route, v: np.ndarray) -> float | None:
@@ -429,10 +447,13 @@ def own_elasticity(index: SeriesIndex, r: Route, v: np.ndarray) -> float | None:
     the series of its other settings (depths, image sizes ...) measured there at two batch
     sizes or more, each pair :data:`~.batch_single.MIN_RATIO` to
     :data:`~.batch_single.MAX_RATIO` apart (elasticities clipped to [0, 1], each series
-    weighing 1; :func:`~.batch_single.learn`'s rule), not the query's own series (in
-    validation that is the held-out configuration's). The user's runs before the public
-    curve: a network timed at batch 32, 64 and 128 at depth 1 and at batch 32 alone at depth 2
-    grows at depth 2 as it did at depth 1. None: no such series."""
+    weighing 1; :func:`~.batch_single.learn`'s rule). Left out: the query's own series (in
+    validation, the held-out configuration's) and every pair that reaches the asked batch
+    size (validation holds out a batch size from every series at once, and the answer must be
+    the method it scored). The user's runs before the public curve: a network timed at batch
+    32, 64 and 128 at depth 1 and at 32 alone at depth 2 grows at depth 2 as depth 1 did.
+    None: no such pair. Each GPU's pairs are gathered once per index and kept sorted, so a
+    query is one pass over that GPU's pairs."""
     members = (np.concatenate([sub.members for _, _, sub in r.steps]) if r.kind == "chain"
                else r.members)
     if not len(members) or index.batch_axis is None:
@@ -440,37 +461,52 @@ def own_elasticity(index: SeriesIndex, r: Route, v: np.ndarray) -> float | None:
     gpu = int(index.hw_id[int(members[0])])
     cache = index.__dict__.setdefault("_own_elasticity", {})
     if gpu not in cache:
-        cache[gpu] = _batch_series(index, gpu)
-    mine = _series_key(v, index.batch_axis)
-    pool = [pair for key, pair in cache[gpu].items() if key != mine]
-    if not pool:
+        cache[gpu] = _batch_pairs(index, gpu)
+    pairs = cache[gpu]
+    if pairs is None:
         return None
-    e = np.concatenate([p[0] for p in pool])
-    w = np.concatenate([p[1] for p in pool])
-    return batch_single.weighted_median(e, w)
+    e, w, key, xi, xj, keys = pairs
+    q = float(v[index.batch_axis])
+    mine = keys.get(_series_key(index, v), -1)
+    keep = (key != mine) & ~np.isclose(xi, q) & ~np.isclose(xj, q)
+    if not keep.any():
+        return None
+    cum = np.cumsum(w[keep])  # e is sorted: the weighted median without a sort per query
+    return float(e[keep][int(np.searchsorted(cum, 0.5 * cum[-1]))])
 
 
-def _series_key(values: np.ndarray, batch_axis: int) -> tuple[float, ...]:
-    return tuple(np.round(np.delete(np.asarray(values, float), batch_axis), 9).tolist())
+def _series_key(index: SeriesIndex, values: np.ndarray) -> tuple[float, ...]:
+    """A configuration's series along the batch: its values on the other axes (derived
+    columns left out: a chain's estimated points hold them as NaN)."""
+    axes = [j for j in index.axes if j != index.batch_axis]
+    return tuple(np.round(np.asarray(values, float)[axes], 9).tolist())
 
 
-def _batch_series(index: SeriesIndex, gpu: int) -> dict[tuple[float, ...], tuple]:
-    """(elasticities, weights) of the pairs of each batch series on one GPU, by series key
-    (the configuration's other values): one pass over that GPU's configurations."""
+def _batch_pairs(index: SeriesIndex, gpu: int) -> tuple | None:
+    """Every batch series' pairs on one GPU, sorted by elasticity: (elasticity, weight,
+    series number, the two batch sizes, series number by key); None where there are none.
+    One pass over that GPU's configurations."""
     axis = index.batch_axis
     if axis is None:
-        return {}
+        return None
     groups: dict[tuple[float, ...], list[int]] = {}
     for c in np.flatnonzero(index.hw_id == gpu):
-        groups.setdefault(_series_key(index.values[c], axis), []).append(int(c))
-    out = {}
+        groups.setdefault(_series_key(index, index.values[c]), []).append(int(c))
+    parts: list[tuple[np.ndarray, ...]] = []
+    keys: dict[tuple[float, ...], int] = {}
     for key, ids in groups.items():
         if len(ids) < 2:
             continue
-        pairs = batch_single.pair_elasticities(index.values[ids, axis], index.t[ids])
-        if len(pairs):
-            out[key] = (pairs, np.full(len(pairs), 1.0 / len(pairs)))
-    return out
+        e, xi, xj = batch_single.pair_elasticities(index.values[ids, axis], index.t[ids],
+                                                   with_batches=True)
+        if len(e):
+            keys[key] = len(keys)
+            parts.append((e, np.full(len(e), 1.0 / len(e)), np.full(len(e), keys[key]), xi, xj))
+    if not parts:
+        return None
+    e, w, k, xi, xj = (np.concatenate([p[n] for p in parts]) for n in range(5))
+    order = np.argsort(e, kind="stable")
+    return e[order], w[order], k[order], xi[order], xj[order], keys
 
 
 def _polyfit1(x: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -519,9 +555,13 @@ def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str,
     x, t = _series(index, r, its)
     q = float(v[r.axis])
     if r.position == "single":
-        if per_sample:
+        if per_sample or not on_gpu_batch(index, r):
             return float(t[0] * q / x[0])
-        return single_value(index, r, v, float(x[0]), float(t[0]), q)
+        # The elasticity moves the time per iteration; a run's set-up spread over the job
+        # does not grow with the batch.
+        m = int(r.members[np.argmin(index.values[r.members, r.axis])])
+        return (single_value(index, r, v, float(x[0]), float(index.t[m]), q)
+                + float(index.setup[m]) / its)
     if method == "line":
         return _line(x, t, q)
     if r.position == "inside":

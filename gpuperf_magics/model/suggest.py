@@ -90,9 +90,15 @@ import numpy as np
 import pandas as pd
 
 from gpuperf_magics.auto_stop import AUTO_PRECISION, auto_iterations
-from gpuperf_magics.model import batch_single
 from gpuperf_magics.model.inputs import prepare
-from gpuperf_magics.model.local import Route, beyond_distance, family, on_gpu_batch, route
+from gpuperf_magics.model.local import (
+    Route,
+    beyond_distance,
+    family,
+    on_gpu_batch,
+    route,
+    single_interval,
+)
 from gpuperf_magics.model.series import SeriesIndex, query_arrays
 
 #: Spread of the iteration times (relative standard deviation) a run is costed at where the
@@ -349,7 +355,9 @@ def _space(local: Any, prep_t: Any, t_rows: np.ndarray, prep_c: Any,
     novel = np.array([route(index, values[j], hw[j], everyone).kind != "repeat"
                       for j in range(len(c_rows))], dtype=bool)
     m = len(c_rows)
-    device = np.concatenate([index.device, np.full(m, None, dtype=object)])
+    device = np.concatenate([index.device, (
+        np.asarray(prep_c.device, dtype=object)[c_rows] if prep_c.device is not None
+        else np.full(m, None, dtype=object))])
     aug = SeriesIndex(index.cols, index.batch_axis, np.vstack([index.values, values]),
                       np.vstack([index.hw, hw]), np.concatenate([index.naive_peak, naive]),
                       np.concatenate([index.t, np.full(m, np.nan)]),
@@ -367,7 +375,7 @@ def _space(local: Any, prep_t: Any, t_rows: np.ndarray, prep_c: Any,
 
 
 def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
-                noise: float, spacing: float | None = None) -> float:
+                noise: float, spacing: float | None = None, gpu_source: bool = False) -> float:
     """Expected error (fraction) of a query reached by route ``r`` (NaN for ``none``).
 
     ``noise``: the error of one run of a configuration (the validated repeat noise).
@@ -399,19 +407,19 @@ def route_error(local: Any, index: SeriesIndex, r: Route, v: np.ndarray,
     move = local.moves.get(r.key) or local.moves.get(family(r.key))
     base = move.mape if move is not None else float("nan")
     if r.kind == "gpu":  # the source's move counted in the same unit (another precision)
-        sources = [route_error(local, index, sub, v, noise, spacing) for _, sub in r.sources]
+        sources = [route_error(local, index, sub, v, noise, spacing, gpu_source=True)
+                   for _, sub in r.sources]
         return math.hypot(base, float(np.median(sources)))
     steps = 0.0
     if r.kind == "chain":
         steps = float(np.median([route_error(local, index, sub, vb, noise)
                                  for _, vb, sub in r.steps]))
-    if r.position == "single" and on_gpu_batch(index, r) and (move is None or move.prior):
+    if (r.position == "single" and not gpu_source and on_gpu_batch(index, r)
+            and (move is None or move.prior)):
         # One batch size measured on a GPU: the error of the public elasticities at this
         # distance, as the answer's interval has it (model/batch_single.py), not the public
         # extrapolation figure (which made the anchor scale every candidate's error up).
-        x = float(r.steps[0][0]) if r.kind == "chain" else float(
-            index.values[r.members[0], r.axis])
-        base = batch_single.interval(x, float(v[r.axis]), 0.8)[2]
+        base = single_interval(index, r, v, 0.8)[2]
     method = move.method if move is not None else "lin"
     design = _design(index, r, v, method, noise)
     if r.position == "beyond":
