@@ -3,14 +3,18 @@
 A network profiled at one batch size on a GPU and asked another has no series of its own to
 follow. Keeping its time per sample (``t · q/x``) assumes every part of an iteration grows with
 the batch; on a GPU the launches, the optimizer step, the host's work and an under-occupied
-device do not, and on the public batch series (sia2023, gavel2020) the time per iteration grows
-as the batch to a power well below 1: the median elasticity ``d log t / d log b`` of moves 2-8×
-apart is :func:`params`'s ``elasticity`` (about 0.6). Kept per sample, such moves erred by 90%
-(sia2023) and 52% (gavel2020) MAPE, with an interval of the public extrapolation figure (±7%)
-that held 18% of them.
+device do not. On the public batch series (sia2023, gavel2020) the time per iteration grows as
+the batch to a power ``e = d log t / d log b`` that rises with the time per iteration: 0.06 at
+3 ms (the host's time, which a batch does not change), 0.54 at 0.1 s, 0.92 from 3 s (a
+saturated GPU). Kept per sample, single moves 1/8-8× apart erred by 81% (sia2023) and 52%
+(gavel2020) MAPE, with an interval of the public extrapolation figure (±7%) that held 11% and
+18% of them; moved by this curve, 21% and 32%, 75% and 66% inside (held-out lattuada2022: 30%
+→ 16%, 38% → 93% inside; docs/figures/batch_single.md).
 
-So a single GPU point moves as ``t · (q/x)^e`` with ``e`` that median, and its interval is the
-spread of the elasticities around it times the log distance: a move of ``L = log(q/x)`` errs by
+So a single GPU point moves as ``t · (q/x)^e(t)`` (:func:`elasticity`: the weighted median
+elasticity of the public pairs 2-8× apart whose source took about ``t``, non-decreasing in
+``t``), and its interval is the spread of the elasticities around the curve times the log
+distance: a move of ``L = log(q/x)`` errs by
 ``(e_true − e)·L`` in log time, so the 10th-90th percentiles of ``e_true − e`` over the public
 moves (each pair's elasticity clipped to [0, 1]: a time per iteration neither falls with the
 batch nor grows faster than it), times ``|L|``, bound it. The figures ship in
@@ -45,17 +49,19 @@ MIN_RATIO, MAX_RATIO = 2.0, 8.0
 KNOTS = tuple(round(-2.5 + 0.5 * k, 1) for k in range(9))
 KNOT_WIDTH = 0.25
 #: Where the file is missing or unreadable: time per sample kept, the interval of no spread.
-FALLBACK = {"elasticity": 1.0, "deviation_quantiles": [0.0] * len(LEVELS)}
+FALLBACK = {"knots": list(KNOTS), "elasticity": [1.0] * len(KNOTS),
+            "deviation_quantiles": [0.0] * len(LEVELS)}
 
 
 @functools.lru_cache(maxsize=1)
 def params() -> dict:
-    """The shipped figures (:data:`PARAMS_FILE`): ``elasticity`` and ``deviation_quantiles``
-    (of ``e_true − elasticity`` at :data:`LEVELS`)."""
+    """The shipped figures (:data:`PARAMS_FILE`): ``elasticity`` at each of ``knots`` and
+    ``deviation_quantiles`` (of ``e_true − elasticity`` at :data:`LEVELS`)."""
     try:
         text = resources.files("gpuperf_magics.model").joinpath(PARAMS_FILE).read_text()
         stored = json.loads(text)
-        if len(stored["deviation_quantiles"]) != len(LEVELS):
+        if (len(stored["deviation_quantiles"]) != len(LEVELS)
+                or len(stored["knots"]) != len(stored["elasticity"])):
             return dict(FALLBACK)
         return stored
     except (OSError, ValueError, KeyError, TypeError):
@@ -66,17 +72,8 @@ def elasticity(t: float) -> float:
     """The public series' elasticity at a measured time per iteration ``t`` (seconds):
     interpolated between the knots (log10 seconds), flat beyond them."""
     p = params()
-    knots = p.get("knots")
-    if not knots or not t > 0:
-        return float(p["elasticity"]) if not knots else float(np.median(p["elasticity"]))
-    return float(np.interp(math.log10(t), knots, p["elasticity"]))
-
-
-def moved(t: float, x: float, q: float) -> float:
-    """Seconds per iteration at batch ``q`` of a point measured at ``(x, t)`` on a GPU."""
-    if not (x > 0 and q > 0):
-        return float(t * q / x) if x else float(t)
-    return float(t * (q / x) ** elasticity(t))
+    at = math.log10(t) if t > 0 else p["knots"][0]
+    return float(np.interp(at, p["knots"], p["elasticity"]))
 
 
 def interval(x: float, q: float, coverage: float) -> tuple[float, float, float]:

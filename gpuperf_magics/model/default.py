@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gpuperf_magics.model import batch_single
 from gpuperf_magics.model.clusters import at_least_cluster, expected_error, sample_interval
 from gpuperf_magics.model.estimator import GlobalModel
 from gpuperf_magics.model.evidence import EvidenceBase, empty_base, own_base
@@ -45,6 +44,7 @@ from gpuperf_magics.model.local import (
     own_elasticity,
     reach,
     route,
+    single_elasticity,
     single_interval,
 )
 from gpuperf_magics.model.monotone import MEASURED
@@ -538,15 +538,14 @@ def _single_words(index: SeriesIndex, r: Any, v: np.ndarray) -> str:
     where the measured point is a configuration's own, not a chain's estimate)."""
     if not on_gpu_batch(index, r):
         return "time per sample kept"
-    own = own_elasticity(index, r, v)
-    if own is not None:
-        return (f"time per iteration × (asked / measured)^{own:.2f}, as this network's other "
-                "batch series on this GPU grow")
-    if r.kind == "axis" and len(r.members):
-        e = batch_single.elasticity(float(index.t[int(r.members[0])]))
-        return (f"time per iteration × (asked / measured)^{e:.2f}, as public GPU batch series "
-                "of that time per iteration grow")
-    return "time per iteration grown as public GPU batch series of that time per iteration"
+    own = own_elasticity(index, r, v) is not None
+    where = ("as this network's other batch series on this GPU grow" if own else
+             "as public GPU batch series of that time per iteration grow")
+    if r.kind != "axis":  # a chain's point is an estimate: its time, and so e, vary per query
+        return f"time per iteration grown {where}"
+    m = int(r.members[np.argmin(index.values[r.members, r.axis])])
+    e = single_elasticity(index, r, v, float(index.t[m]))
+    return f"time per iteration × (asked / measured)^{e:.2f}, {where}"
 
 
 def _single_batch(index: SeriesIndex, r: Any, v: np.ndarray, chosen: Move,

@@ -121,7 +121,7 @@ def apply_host_floor(table: pd.DataFrame, runs: pd.DataFrame, *,
             # grow (model/batch_single.py), a statistical stand-in for a host's share; the
             # runs' kernel count tells this host's own, so the run's GPU work moves with the
             # batch and the host's time is the floor (the max of the two; on the H200 zoo,
-            # 20% MAPE against 31% for the public curve on six networks' 72 moves).
+            # 19% MAPE against 31% for the public curve on six networks' 72 moves).
             one = host.single_move(table.iloc[i], asked) if same_gpu else None
             if one is not None:
                 new[i] = one[1] * float(batch) / one[0]
@@ -172,7 +172,9 @@ class _HostView:
 
     def __init__(self, floor: float, runs: list[tuple[str, float, float, float, float]] | None
                  = None, same: list[tuple[dict[str, object], str | None, float]] | None = None,
-                 precision: str | None = None) -> None:
+                 precision: str | None = None,
+                 configs: list[tuple[dict[str, object], str | None, float, float]] | None = None
+                 ) -> None:
         self.floor = floor
         #: (gpu, batch, seconds per iteration, the GPU's fixed and batch-proportional work in
         #: it); the work is NaN where the run was not host-bound.
@@ -185,7 +187,7 @@ class _HostView:
         self.precision = precision
         #: Every GPU run: (its configuration but the batch size, precision class, batch size,
         #: seconds per iteration).
-        self.configs: list[tuple[dict[str, object], str | None, float, float]] = []
+        self.configs = configs or []
 
     @classmethod
     def of(cls, runs: pd.DataFrame, use_busy: bool = False) -> _HostView | None:
@@ -242,9 +244,7 @@ class _HostView:
                             float(run["batch_size"]), float(ti)))
             if not math.isnan(fixed):
                 same.append(({k: run.get(k) for k in keys}, prec, float(ti)))
-        view = cls(floor, seen, same, measured)
-        view.configs = configs
-        return view
+        return cls(floor, seen, same, measured, configs)
 
     def same_floor(self, row: pd.Series, precision: str | None) -> float:
         """The floor of the configuration ``row`` (its ``gpu``, ``batch_size``, ``gpu_count``
