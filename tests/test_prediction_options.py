@@ -62,6 +62,8 @@ def test_the_magic_and_the_command_take_the_same_options(ip):
     "cnn --remaining",
     "--remaining --gpu T4,A100",
     "--remaining --suggest",
+    "--remaining --suggest-per run",
+    "--suggest-per runs",
     "--epochs 1e300 --samples 1e300",
     "--iterations 1e300",
     "--epochs 1e10 --samples 1e10",
@@ -188,6 +190,36 @@ def test_suggest_lists_what_to_profile_next_in_both(ip, store, capsys):
         b for b, _, _ in lines]
     with pytest.raises(UsageError, match="--suggest and -w"):
         ip.run_line_magic("predict_time", f"cnn --store {store.path} -w --suggest")
+
+
+def test_suggest_per_run_ranks_by_the_narrowing_alone_in_all_three(ip, store, capsys):
+    """``--suggest-per run`` (a budget of runs): the run that narrows the answer most, the
+    asked batch itself, where per second the cheap batch 128 comes first; the same in the
+    magic, the command and the panel's "measure next" line."""
+    import re
+
+    def firsts(argv: list[str]) -> list[str]:
+        assert main(["predict", "cnn", "--store", str(store.path), "--batch-size", "2048",
+                     *argv]) == 0
+        return re.findall(r"profile batch (\d+) next", capsys.readouterr().out)
+
+    per_second, per_run = firsts(["--suggest"]), firsts(["--suggest-per", "run"])
+    assert per_second[0] == "128" and per_run == ["2048"]
+    assert firsts(["--suggest-per", "second"]) == per_second
+    magic = ip.run_line_magic(
+        "predict_time", f"cnn --store {store.path} --batch-size 2048 --suggest-per run -q -o")
+    assert next(a for a in magic.advice if a.startswith("profile batch")).startswith(
+        "profile batch 2048 next: ")
+    for per, first in (("run", "2048"), ("second", "128")):
+        panel = ip.run_line_magic(
+            "predict_time", f"cnn --store {store.path} --batch-size 2048 -w --suggest-per "
+            f"{per} -q -o")
+        assert panel.measure_next.startswith(f"profile batch {first} next: ")
+    with pytest.raises(ValueError, match="suggest_per is 'second'"):
+        gm.what_if(store, "cnn", suggest_per="runs")
+    from gpuperf_magics.model.suggest import PER
+
+    assert prediction_options.SUGGEST_PER == PER  # the options take what the model ranks by
 
 
 @pytest.mark.parametrize(("typed", "kept"), [

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "OPTIONS",
+    "SUGGEST_PER",
     "PredictionOptions",
     "add_to",
     "magic_options",
@@ -81,7 +82,16 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                 "between the measured and the asked ones, on the measured device, within its "
                 "memory where the runs recorded their peak) whose run would narrow the answer "
                 "most per second of profiling."}),
+    (("--suggest-per",), {
+        "metavar": "second|run",
+        "help": "What --suggest counts the profiling budget in: second (default: the most "
+                "narrowing per second of profiling, for a time budget) or run (the most "
+                "narrowing per run, whatever it takes, for a budget of a few more cells). "
+                "Implies --suggest; with -w, the panel's 'measure next' line ranks so."}),
 )
+
+#: Values of ``--suggest-per`` (:data:`gpuperf_magics.model.suggest.PER`).
+SUGGEST_PER = ("second", "run")
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,7 @@ class PredictionOptions:
     remaining: bool = False
     run_id: int | None = None
     suggest: bool = False
+    suggest_per: str = "second"
 
 
 def add_to(parser: argparse.ArgumentParser) -> None:
@@ -250,11 +261,16 @@ def read(args: argparse.Namespace) -> PredictionOptions:
                   settings=parse_settings(args.set),
                   deadline_s=parse_deadline(getattr(args, "deadline", None)),
                   precision=args.precision)
-        suggest = bool(getattr(args, "suggest", False))
+        per = getattr(args, "suggest_per", None)
+        if per is not None and per not in SUGGEST_PER:
+            raise PredictionError(f"--suggest-per expects second (a time budget) or run (a "
+                                  f"budget of runs), got {per!r}")
+        suggest = bool(getattr(args, "suggest", False)) or per is not None
         if args.remaining is None:
-            return PredictionOptions(job, suggest=suggest)
+            return PredictionOptions(job, suggest=suggest, suggest_per=per or "second")
         if suggest:
-            raise PredictionError("--suggest ranks what to profile next for a prediction, not "
+            flag = "--suggest" if getattr(args, "suggest", False) else "--suggest-per"
+            raise PredictionError(f"{flag} ranks what to profile next for a prediction, not "
                                   "for --remaining: drop one of the two")
         job.refuse_but(REMAINING_FIELDS, "--remaining", why="the run says its network, "
                        "batch size, precision and job length (give --gpu NAME to move it)")

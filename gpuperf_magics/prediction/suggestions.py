@@ -247,10 +247,12 @@ def _targets(frame: pd.DataFrame, measured_gpu: str | None) -> pd.DataFrame:
     return frame[on_model]
 
 
-def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> NextRuns:
+def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS,
+              per: str = "second") -> NextRuns:
     """The ``k`` candidates worth profiling next for the configurations of ``prediction``
     (see the module docstring), from the model ``fit`` holds (no refit, no new prediction
-    of the job).
+    of the job), ranked by the narrowing per second of profiling or, with ``per="run"``,
+    per run (``--suggest-per``, :data:`gpuperf_magics.model.suggest.PER`).
 
     Raises
     ------
@@ -279,7 +281,7 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
     asked_in = prediction.frame.attrs.get("precision") or fitted.precision
     picks = fitted.model.suggest(
         targets.assign(**{**extra, **({"precision": asked_in} if asked_in else {})}),
-        candidates.assign(**extra), k=k, device=gpu or "CPU")
+        candidates.assign(**extra), k=k, device=gpu or "CPU", per=per)
     # The line opens with the answer's own ±, and carries the suggester's narrowing onto it
     # (the module docstring says why).
     own = picks.attrs["expected_mape_before"]
@@ -301,12 +303,13 @@ def next_runs(prediction: Prediction, fit: StoreFit, k: int = SUGGESTIONS) -> Ne
 
 
 def with_suggestions(prediction: Prediction, store: Any,
-                     k: int = SUGGESTIONS) -> Prediction:
+                     k: int = SUGGESTIONS, per: str = "second") -> Prediction:
     """The prediction with ``--suggest``'s ranked list added to its advice: one
     :func:`suggestion_line` per candidate (the targets' expected error now, then once that
     candidate and the ones listed above it are measured), then what was left out and why.
-    Targets: every configuration of the prediction the fitted model answers."""
+    Targets: every configuration of the prediction the fitted model answers; ``per``: what
+    the budget is counted in, as :func:`next_runs` takes it."""
     from gpuperf_magics.prediction.store_model import fit_store
 
-    found = next_runs(prediction, fit_store(store, prediction.network), k)
+    found = next_runs(prediction, fit_store(store, prediction.network), k, per)
     return replace(prediction, advice=[*prediction.advice, *found.lines, *found.notes])

@@ -273,7 +273,7 @@ def _predict(args: argparse.Namespace) -> int:
         store = Store(args.store, must_exist=True)
         result = predict.predict_time(store, opts.job)
         if opts.suggest:  # what to profile next, under the answer
-            result = suggestions.with_suggestions(result, store)
+            result = suggestions.with_suggestions(result, store, per=opts.suggest_per)
     frame = result.frame
     if opts.job.deadline_s is not None:
         frame = frame.assign(deadline=[_meets(row, opts.job.deadline_s)

@@ -337,8 +337,8 @@ class GpuPerf(Magics):
             raise UsageError("--remaining and -w do not go together")
         if args.suggest and args.widget:
             raise UsageError("--suggest and -w do not go together: the panel shows its own "
-                             "'measure next' line; --suggest lists under the table of "
-                             "%predict_time without -w")
+                             "'measure next' line (--suggest-per run ranks it per run); "
+                             "--suggest lists under the table of %predict_time without -w")
         if args.csv and args.widget:
             raise UsageError("--csv and -w do not go together: --csv prints the table of "
                              "%predict_time without -w")
@@ -362,7 +362,8 @@ class GpuPerf(Magics):
                 else:
                     result = predict.predict_time(store, opts.job)
                     if opts.suggest:  # what to profile next, under the answer
-                        result = suggestions.with_suggestions(result, store)
+                        result = suggestions.with_suggestions(result, store,
+                                                              per=opts.suggest_per)
         except (PredictionError, StoreError) as exc:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # a price file that cannot be read (PriceError)
@@ -397,7 +398,7 @@ class GpuPerf(Magics):
         if opts.job.settings:
             raise UsageError("-w does not take --set: the panel has a control per feature")
         try:
-            return what_if(store, opts.job, prices=self.prices)
+            return what_if(store, opts.job, prices=self.prices, suggest_per=opts.suggest_per)
         except ValueError as exc:  # a starting value or a price file the panel cannot take
             if isinstance(exc, PredictionError):
                 raise

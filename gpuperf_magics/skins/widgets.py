@@ -74,6 +74,9 @@ class WhatIfPanel(PanelControls):
     prices : path or DataFrame, optional
         A price file merged over the built-in prices (see
         :func:`gpuperf_magics.hardware.prices.prices`).
+    suggest_per : {"second", "run"}, default "second"
+        What the "measure next" line counts the profiling budget in (``--suggest-per``):
+        the most narrowing per second of profiling, or per run.
     **fields
         Fields of a :class:`~gpuperf_magics.prediction.job.Job`, over those of ``job``.
 
@@ -119,14 +122,19 @@ class WhatIfPanel(PanelControls):
     """
 
     def __init__(self, store: Any = None, job: Job | str | None = None, *,
-                 prices: Any = None, **fields: Any) -> None:
+                 prices: Any = None, suggest_per: str = "second", **fields: Any) -> None:
         from gpuperf_magics.hardware.catalog import canonical_names
         from gpuperf_magics.hardware.prices import prices as load_prices
         from gpuperf_magics.prediction.job import Job
+        from gpuperf_magics.prediction.options import SUGGEST_PER
         from gpuperf_magics.prediction.predict import predict_time
         from gpuperf_magics.prediction.store_model import fit_store, resolve_network
         from gpuperf_magics.store import Store
 
+        if suggest_per not in SUGGEST_PER:
+            raise ValueError(f"suggest_per is 'second' (a time budget) or 'run' (a budget of "
+                             f"runs), got {suggest_per!r}")
+        self._suggest_per = suggest_per
         job = Job.of(job, **fields)
         network, gpus = job.network, job.gpus
         batch_size = starting_value("batch_size", job.one_batch_size("the panel"), whole=True)
@@ -352,7 +360,8 @@ class WhatIfPanel(PanelControls):
                    *(str(row.get(c)) for c in (*fit.model.features, "expected_mape")))
             last = self._next_cache
             if last is None or last[0][0] is not fit or last[0][1:] != key[1:]:
-                last = self._next_cache = (key, next_runs(answer, fit, k=1).first())
+                last = self._next_cache = (key, next_runs(answer, fit, k=1,
+                                                         per=self._suggest_per).first())
             return last[1]
         except Exception as exc:  # the answer matters more than the suggestion
             _log.warning("the what-if panel has no suggestion: %s", exc,
@@ -467,7 +476,7 @@ def panel(number: int) -> WhatIfPanel:
 
 
 def what_if(store: Any = None, job: Job | str | None = None, *, prices: Any = None,
-            **fields: Any) -> WhatIfPanel:
+            suggest_per: str = "second", **fields: Any) -> WhatIfPanel:
     """The what-if panel for a store (display it as the last expression of a cell).
 
     Parameters
@@ -479,6 +488,9 @@ def what_if(store: Any = None, job: Job | str | None = None, *, prices: Any = No
         ``%predict_time -w`` passes the job its options describe).
     prices : path or DataFrame, optional
         A price file merged over the built-in prices (``%config GpuPerf.prices``).
+    suggest_per : {"second", "run"}, default "second"
+        What the panel's "measure next" line counts the budget in (see
+        :class:`WhatIfPanel`; ``%predict_time -w --suggest-per run``).
     **fields
         Fields of a :class:`~gpuperf_magics.prediction.job.Job`, over those of ``job``.
 
@@ -499,4 +511,4 @@ def what_if(store: Any = None, job: Job | str | None = None, *, prices: Any = No
     >>> what_if("runs.sqlite", batch_sizes=[48], gpus=["T4"], epochs=3,
     ...         samples=1000, deadline_s=3 * 3600)  # doctest: +SKIP
     """
-    return WhatIfPanel(store, job, prices=prices, **fields)
+    return WhatIfPanel(store, job, prices=prices, suggest_per=suggest_per, **fields)
