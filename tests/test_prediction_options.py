@@ -179,10 +179,10 @@ def test_suggest_lists_what_to_profile_next_in_both(ip, store, capsys):
     assert main(["predict", "cnn", "--store", str(store.path), "--batch-size", "512",
                  "--suggest"]) == 0
     out = capsys.readouterr().out
-    lines = re.findall(r"profile batch (\d+) next: ±(\d+)% → ±(\d+)%, about [\d.]+ (?:s|min)",
+    lines = re.findall(r"profile batch (\d+) next: ±([\d.]+)% → ±([\d.]+)%, about [\d.]+ (?:s|min)",
                        out)
     assert lines and {int(b) for b, _, _ in lines} <= {128, 256, 512}
-    assert all(int(after) < int(before) for _, before, after in lines[:1])
+    assert all(float(after) < float(before) for _, before, after in lines[:1])
     magic = ip.run_line_magic("predict_time",
                               f"cnn --store {store.path} --batch-size 512 --suggest -q -o")
     listed = [a for a in magic.advice if a.startswith("profile batch")]

@@ -21,7 +21,7 @@ from gpuperf_magics.prediction.suggestions import (
 )
 from gpuperf_magics.skins.cli import main
 
-LINE = re.compile(r"profile batch (\d+) next: ±(\d+)% → ±(\d+)%, about [\d.]+ (?:s|min)")
+LINE = re.compile(r"profile batch (\d+) next: ±([\d.]+)% → ±([\d.]+)%, about [\d.]+ (?:s|min)")
 
 
 def _peaks_store(path, gpu="T4", batches=(16, 32), **columns):
@@ -44,6 +44,10 @@ def test_candidates_are_the_powers_of_two_between_measured_and_asked():
     assert candidate_batches({16, 32, 64}, [64]) == []
     assert suggestion_line("batch 256", 0.31, 0.09, 12.4) == \
         "profile batch 256 next: ±31% → ±9%, about 12 s"
+    # The asked batch itself leaves a few tenths of a percent: not "±0%", which reads exact.
+    assert suggestion_line("batch 2048", 0.42, 0.004, 9.6) == \
+        "profile batch 2048 next: ±42% → ±0.4%, about 9.6 s"
+    assert suggestion_line("batch 2048", 0.42, 0.0096, 9.6).endswith("→ ±1%, about 9.6 s")
 
 
 def test_a_batch_beyond_the_devices_memory_is_never_suggested(ip, tmp_path, capsys):

@@ -472,7 +472,7 @@ def test_the_panel_says_what_to_measure_next_beside_the_interval(tmp_path, monke
     line = panel.measure_next
     listed = with_suggestions(real(store, panel.job()), store).advice
     assert line is not None and line == next(a for a in listed if a.startswith("profile batch"))
-    assert re.fullmatch(r"profile batch (64|128|256|512) next: ±\d+% → ±\d+%, about .+", line)
+    assert re.fullmatch(r"profile batch (64|128|256|512) next: ±[\d.]+% → ±[\d.]+%, about .+", line)
     assert f"{display.MEASURE_NEXT}: {line}" in panel.text
     assert panel.text.index("interval") < panel.text.index("measure next") \
         < panel.text.index("advice:")

@@ -129,8 +129,15 @@ def suggestion_line(what: str, before: float, after: float, cost_s: float,
     once it is measured (fractions), and the predicted seconds of its ``--stop-after auto``
     run. The one wording of magic, command and panel."""
     mean = f" (the mean of the {rows} rows asked)" if rows > 1 else ""
-    return (f"profile {what} next: ±{100 * before:.0f}%{mean} → ±{100 * after:.0f}%, about "
+    return (f"profile {what} next: ±{_percent(before)}{mean} → ±{_percent(after)}, about "
             f"{_about(cost_s)}")
+
+
+def _percent(error: float) -> str:
+    """An expected error (fraction) as the lines print it: whole percents, one decimal below
+    1% (measuring the asked batch itself leaves a few tenths of a percent, which "±0%"
+    would read as exact)."""
+    return f"{100 * error:.1f}%" if 100 * error < 0.95 else f"{100 * error:.0f}%"
 
 
 def shown_error(asked: pd.DataFrame) -> float:
