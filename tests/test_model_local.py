@@ -210,3 +210,63 @@ def test_the_line_and_median_helpers_give_numpy_s_numbers_bit_for_bit() -> None:
     with pytest.warns(np.exceptions.RankWarning):  # two equal points: numpy's own answer
         assert np.array_equal(_polyfit1(np.array([2.0, 2.0]), np.array([1.0, 3.0])),
                               np.polyfit(np.array([2.0, 2.0]), np.array([1.0, 3.0]), 1))
+
+
+def _series_on(gpu: str | None, seconds) -> pd.DataFrame:
+    """One network at batch 32 to 4,096 on ``gpu`` (None: the CPU), ``seconds(batch)`` per
+    iteration."""
+    batches = [32, 64, 128, 256, 512, 1024, 2048, 4096]
+    return pd.DataFrame({"network": "net", "batch_size": batches, "iterations": 100,
+                         "gpu": gpu, "time_s": [100 * seconds(b) for b in batches]})
+
+
+def _gpu_index(frame: pd.DataFrame):
+    """The series index of a fitted default model of ``frame`` (one network)."""
+    model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+    return model.estimator_.local_["net"].index
+
+
+def test_a_batch_series_that_does_not_grow_keeps_its_host_s_share_on_another_gpu() -> None:
+    """A recommender's 10 ms per iteration that grows 4% from batch 32 to 4,096 on a T4 waited
+    for its host, which an A100 does not speed up: its time moves to the A100 nearly whole,
+    where the peak ratio would make it 2.4 times faster; a series that grows with the batch
+    (GPU work) moves by the GPU's ratio as before."""
+    from gpuperf_magics.model.local import HOST_ELASTICITY, host_share
+
+    flat = _series_on("Tesla T4", lambda b: 0.010 + 1e-7 * b)
+    index = _gpu_index(flat)
+    at_64 = host_share(index, 0, np.array([64.0]))
+    assert at_64 == pytest.approx(0.010 / (0.010 + 64e-7), rel=1e-6)
+    assert host_share(index, 0, np.array([4096.0])) < at_64  # the GPU's work grows with it
+    grows = _series_on("Tesla T4", lambda b: 1e-3 * b ** 0.9)
+    assert host_share(_gpu_index(grows), 0, np.array([64.0])) == 0.0
+    # Not on the CPU (no GPU to move off), nor from a span too short to tell flat from noise.
+    assert host_share(_gpu_index(_series_on(None, lambda b: 0.010)), 0, np.array([64.0])) == 0
+    short = flat[flat["batch_size"] <= 128]
+    assert host_share(_gpu_index(short), 0, np.array([64.0])) == 0.0
+    assert 0 < HOST_ELASTICITY < 0.5
+
+    asked = flat.drop(columns="time_s").assign(gpu="NVIDIA A100-SXM4-40GB").iloc[[1]]
+    for frame, kept in ((flat, True), (grows, False)):
+        model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+        row = model.predict_table(asked).iloc[0]
+        measured = float(frame["time_s"].iloc[1]) / 100
+        if kept:
+            assert row["per_iteration_s"] == pytest.approx(measured, rel=0.05)
+            assert "host-bound where measured" in row["detail"]
+        else:
+            assert row["per_iteration_s"] < measured / 1.5
+            assert "host-bound" not in row["detail"]
+
+
+def test_a_host_bound_series_moves_are_validated_apart_from_the_gpu_bound_ones() -> None:
+    """Measured on three GPUs, the flat network's validated GPU moves are residuals of the
+    ``host`` bucket (its interval), not of the buckets GPU-bound moves are calibrated by."""
+    frames = [_series_on(g, lambda b, s=s: s * (0.010 + 1e-7 * b))
+              for g, s in (("Tesla T4", 1.0), ("NVIDIA A100-SXM4-40GB", 1.3),
+                           ("Tesla V100-SXM2-32GB", 0.8))]
+    frame = pd.concat(frames, ignore_index=True)
+    model = TrainingTimeModel().fit(frame.drop(columns="time_s"), frame["time_s"])
+    buckets = model.estimator_.evidence_residuals_
+    assert any(b.endswith(":host") for b in buckets)
+    assert not any(b.endswith(":spec") for b in buckets)

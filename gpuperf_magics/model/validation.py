@@ -21,6 +21,7 @@ from gpuperf_magics.model.clusters import expected_error
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import Prepared
 from gpuperf_magics.model.local import (
+    HOST_BUCKET,
     axis_routes,
     candidates,
     family,
@@ -204,7 +205,10 @@ class _Scorer:
             if ev.last.bucket != spec:
                 self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
                 self.bucket_groups.setdefault(ev.last.bucket, []).append(group)
-            if np.isfinite(ev.last_spec) and ev.last_spec > 0:
+            # A host-bound move's spec-sheet answer kept its host's time: not what the
+            # spec-sheet moves of GPU-bound work err by.
+            host = ev.last.bucket.endswith(f":{HOST_BUCKET}")
+            if not host and np.isfinite(ev.last_spec) and ev.last_spec > 0:
                 self.buckets.setdefault(spec, []).append(float(np.log(actual / ev.last_spec)))
                 self.bucket_groups.setdefault(spec, []).append(group)
         task["_reach"] = reach(index, r, index.values[c])
