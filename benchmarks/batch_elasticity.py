@@ -34,6 +34,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))
 os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
 
+from shipped import check_or_write  # noqa: E402
+
 from gpuperf_magics.model import batch_single  # noqa: E402
 
 #: Data sets learnt from, with the commit and licence of each (as the evidence base's).
@@ -126,13 +128,7 @@ def main() -> None:
     args = parser.parse_args()
     path = ROOT / "gpuperf_magics" / "model" / batch_single.PARAMS_FILE
     if args.write or args.check:
-        text = build()
-        if args.check:
-            same = path.exists() and path.read_text() == text
-            print("same as the shipped file" if same else "differs from the shipped file")
-            sys.exit(0 if same else 1)
-        path.write_text(text)
-        print(f"wrote {path.relative_to(ROOT)}")
+        check_or_write(path, build(), args.check, ROOT)
         return
     import subprocess
     import time

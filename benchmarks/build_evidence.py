@@ -26,7 +26,10 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))  # shipped, when imported from a test
 os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
+
+from shipped import check_or_write  # noqa: E402
 
 from gpuperf_magics.model import evidence as ev  # noqa: E402
 from gpuperf_magics.model import evidence_move as em  # noqa: E402
@@ -250,12 +253,7 @@ def main() -> None:
     sources = tuple(s for s in SOURCES if not (args.without_lattuada and s == "lattuada2022"))
     text = ev.to_json(build(sources))
     path = ROOT / "gpuperf_magics" / "model" / ev.EVIDENCE_FILE
-    if args.check:
-        same = path.exists() and path.read_text() == text
-        print("same as the shipped file" if same else "differs from the shipped file")
-        sys.exit(0 if same else 1)
-    path.write_text(text)
-    print(f"wrote {path.relative_to(ROOT)}: {len(text) // 1024} KB")
+    check_or_write(path, text, args.check, ROOT, note=f": {len(text) // 1024} KB")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))  # build_evidence, when imported from a test
 os.environ.setdefault("GPUPERF_DATA_HOME", str(ROOT.parent / "shared" / "data"))
 
+from shipped import check_or_write  # noqa: E402
+
 from gpuperf_magics.model import gpu_move  # noqa: E402
 from gpuperf_magics.model.inputs import prepare  # noqa: E402
 
@@ -162,13 +164,7 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="compare with the shipped file")
     args = parser.parse_args()
     path = ROOT / "gpuperf_magics" / "model" / gpu_move.PARAMS_FILE
-    new = text()
-    if args.check:
-        same = path.exists() and path.read_text() == new
-        print("same as the shipped file" if same else "differs from the shipped file")
-        sys.exit(0 if same else 1)
-    path.write_text(new)
-    print(new)
+    check_or_write(path, text(), args.check, ROOT)
 
 
 if __name__ == "__main__":

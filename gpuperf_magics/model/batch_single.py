@@ -146,11 +146,6 @@ def pair_elasticities(x: np.ndarray, t: np.ndarray, with_source: bool = False,
     return (e, t[ok][i]) if with_source else e
 
 
-def weighted_median(x: np.ndarray, w: np.ndarray) -> float:
-    """The weighted median (:func:`_weighted_quantile` at one half)."""
-    return _weighted_quantile(np.asarray(x, float), np.asarray(w, float), 0.5)
-
-
 def _weighted_quantile(x: np.ndarray, w: np.ndarray, p: float) -> float:
     """The ``p`` quantile of ``x`` weighted by ``w`` (the value where the cumulative weight,
     taken at each value's middle, reaches ``p``, interpolated)."""

@@ -493,12 +493,9 @@ def _batch_pairs(index: SeriesIndex, gpu: int) -> tuple | None:
     axis = index.batch_axis
     if axis is None:
         return None
-    groups: dict[tuple[float, ...], list[int]] = {}
-    for c in np.flatnonzero(index.hw_id == gpu):
-        groups.setdefault(_series_key(index, index.values[c]), []).append(int(c))
     parts: list[tuple[np.ndarray, ...]] = []
     keys: dict[tuple[float, ...], int] = {}
-    for key, ids in groups.items():
+    for key, ids in _gpu_series(index, gpu).items():
         if len(ids) < 2:
             continue
         e, xi, xj = batch_single.pair_elasticities(index.values[ids, axis], index.t[ids],
@@ -511,6 +508,18 @@ def _batch_pairs(index: SeriesIndex, gpu: int) -> tuple | None:
     e, w, k, xi, xj = (np.concatenate([p[n] for p in parts]) for n in range(5))
     order = np.argsort(e, kind="stable")
     return e[order], w[order], k[order], xi[order], xj[order], keys
+
+
+def _gpu_series(index: SeriesIndex, gpu: int) -> dict[tuple[float, ...], list[int]]:
+    """One GPU's configurations grouped by their batch series (:func:`_series_key`), gathered
+    once per index (the single-batch elasticities and the host-bound series both read them)."""
+    cache = index.__dict__.setdefault("_gpu_series", {})
+    if gpu not in cache:
+        groups: dict[tuple[float, ...], list[int]] = {}
+        for c in np.flatnonzero(index.hw_id == gpu):
+            groups.setdefault(_series_key(index, index.values[c]), []).append(int(c))
+        cache[gpu] = groups
+    return cache[gpu]
 
 
 def _polyfit1(x: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -673,12 +682,9 @@ def _host_bound_series(index: SeriesIndex, gpu: int) -> dict[tuple[float, ...], 
     """The host-bound batch series on one GPU (:func:`host_share`): their line's intercept
     (within [0, their least time]) and slope (at least 0), by series key."""
     axis = index.batch_axis
-    groups: dict[tuple[float, ...], list[int]] = {}
-    for c in np.flatnonzero(index.hw_id == gpu):
-        if isinstance(index.device[int(c)], str):  # catalog GPUs only
-            groups.setdefault(_series_key(index, index.values[c]), []).append(int(c))
     out: dict[tuple[float, ...], tuple[float, float]] = {}
-    for key, ids in groups.items():
+    for key, all_ids in _gpu_series(index, gpu).items():
+        ids = [c for c in all_ids if isinstance(index.device[c], str)]  # catalog GPUs only
         x, t = index.values[ids, axis].astype(float), index.t[ids].astype(float)
         ok = (x > 0) & (t > 0)
         x, t = x[ok], t[ok]

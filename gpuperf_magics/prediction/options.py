@@ -90,7 +90,9 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                 "Implies --suggest; with -w, the panel's 'measure next' line ranks so."}),
 )
 
-#: Values of ``--suggest-per`` (:data:`gpuperf_magics.model.suggest.PER`).
+#: Values of ``--suggest-per``: :data:`gpuperf_magics.model.suggest.PER`, repeated here so
+#: that declaring the options (at ``%load_ext``) does not import the model (a test keeps the
+#: two equal).
 SUGGEST_PER = ("second", "run")
 
 
