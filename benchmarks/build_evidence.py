@@ -214,9 +214,31 @@ def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ..
     # other hosts spreads; a run's move by other hosts' evidence weighs it by that factor.
     cross = em.calibrate(base, best[1], spec_prior, moves=moves, cross=True)
     settings = replace(best[1], cross_var=em.cross_variance(cross, CROSS_MOVES))
+    settings = replace(settings, reach_batch=reach(base))
     base.settings = {k: getattr(settings, k) for k in em.Settings.__dataclass_fields__}
     base.calibration = across_sources(best[2], cross)
     return base
+
+
+#: Spec-sheet moves the reach spreads are fitted on, at most (a seeded random subset beyond).
+REACH_MOVES = 5000
+
+
+def reach(base: ev.EvidenceBase, moves: int = REACH_MOVES) -> float:
+    """How the spec-sheet move's spread grows with the batch ratio a move carries its time
+    per sample over (:func:`~gpuperf_magics.model.evidence_move.reach_spread`), on the base's
+    GPU moves within one precision class (a move between precisions errs its own way)."""
+    pairs = em._moves(base)
+    if len(pairs) > moves:
+        pairs = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), moves, replace=False))]
+    keep = [k for k, (a, b) in enumerate(pairs)
+            if not em.is_precision_move(base.device[a], base.device[b])]
+    pairs = pairs[keep] if keep else pairs[:0]
+    i, j = pairs[:, 0], pairs[:, 1]
+    prior = np.array([spec_prior(base.device[a], base.device[b]) for a, b in pairs])
+    actual = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
+    return em.reach_spread(actual - prior, base.log_b[j] - base.log_b[i],
+                           base.frame["source"].astype(str).to_numpy()[i])
 
 
 #: Cross-source moves of a bucket from which they, not the moves inside one source, calibrate it.

@@ -199,3 +199,24 @@ def test_a_move_is_from_other_hosts_only_where_the_users_own_data_cannot_reach_i
     # A pair recorded without a precision stands in for TF32 (evidence.alternates).
     unrecorded = own([("m|16", "A", "unk"), ("m|16", "B", "fp32")])
     assert not from_other_hosts(unrecorded, "A|tf32", "B|fp32")
+
+
+def test_the_spread_of_a_spec_sheet_move_grows_as_its_batch_is_carried_further() -> None:
+    """Moves of three sources, each with its own spread at no reach (0.1, 0.3, 0.6: hosts
+    differ), plus 0.25 per unit of log batch ratio carried, Laplace distributed: the fitted
+    growth is 0.25 (as a normal's σ of the same median absolute value: × ln 2 / 0.6745),
+    not blurred by the sources' own spreads; without moves enough, none."""
+    from gpuperf_magics.model.evidence_move import reach_spread, reach_variance
+
+    rng = np.random.default_rng(7)
+    n = 3000
+    group = rng.integers(0, 3, n)
+    carried = rng.uniform(0.0, 3.0, n) * rng.choice([-1.0, 1.0], n)
+    scale = np.sqrt(np.array([0.1, 0.3, 0.6])[group] ** 2 + (0.25 * carried) ** 2)
+    residuals = rng.laplace(0.0, scale) + np.array([0.2, -0.1, 0.5])[group]
+    fitted = reach_spread(residuals, carried, np.array(["a", "b", "c"])[group])
+    assert fitted == pytest.approx(0.25 * math.log(2) / 0.6745, rel=0.1)
+    assert reach_spread(residuals[:20], carried[:20], group[:20]) == 0.0
+    s = Settings(reach_batch=0.2)
+    assert reach_variance(math.log(10), s) == pytest.approx((0.2 * math.log(10)) ** 2)
+    assert reach_variance(0.0, s) == 0.0

@@ -50,3 +50,30 @@ def test_without_any_evidence_the_move_is_the_spec_sheet_and_says_so() -> None:
     assert "spec sheet only" in table["detail"].iloc[0]
     assert table["per_iteration_s"].iloc[0] == pytest.approx(0.004 * 32 * 8.1 / 19.5,
                                                              rel=0.02)
+
+
+def test_a_source_that_ran_the_asked_batch_outweighs_one_carried_from_a_tenth_of_it() -> None:
+    """A network measured on an A100 SXM4 80GB at batch 176 and on an RTX 3080 at batch 16
+    (where, per sample, it ran 2.5x slower than a per-sample carry to 176 would say), asked
+    on an A100 80GB PCIe at 176 with no evidence: the sources are weighed by how far each
+    carried its time per sample (the public base's ``reach_batch``). The A100's move sets
+    the answer; with every source alike (``reach_batch`` 0) the two are averaged."""
+    rows = [{"network": "bert", "gpu": "NVIDIA A100-SXM4-80GB", "batch_size": 176,
+             "iterations": 10, "time_s": 10 * 0.47},
+            {"network": "bert", "gpu": "NVIDIA GeForce RTX 3080", "batch_size": 16,
+             "iterations": 10, "time_s": 10 * 0.47 / 11 * 2.5 * 19.5 / 29.8}]
+    store = pd.DataFrame(rows)
+    query = pd.DataFrame({"network": ["bert"], "gpu": "NVIDIA A100 80GB PCIe",
+                          "batch_size": [176], "iterations": 10})
+
+    def answer(reach: float) -> pd.Series:
+        base = empty_base()
+        base.settings = {"reach_batch": reach}
+        model = TrainingTimeModel(evidence=base).fit(store.drop(columns="time_s"),
+                                                     store["time_s"])
+        return model.predict_table(query).iloc[0]
+
+    near, alike = answer(0.5), answer(0.0)
+    assert "spec sheet only" in near["detail"]
+    assert near["per_iteration_s"] == pytest.approx(0.47, rel=0.1)
+    assert alike["per_iteration_s"] > 1.3 * near["per_iteration_s"]

@@ -27,6 +27,7 @@ was; intervals and expected errors come from validated residuals of moves of the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -69,6 +70,12 @@ class Settings:
     #: sources showed (weak and chain buckets of the shipped base: 2.3x and 2.2x a unit
     #: normal's, so 4.89); a base too small to measure it takes 1.
     cross_var: float = 1.0
+    #: How the spread of a source's move grows with its reach in batch size, in log space:
+    #: per unit of ``|log(asked batch / the batch it ran)|``, over which its time per sample
+    #: was carried. Fitted on the base's spec-sheet moves by ``benchmarks/build_evidence.py``
+    #: (:func:`reach_spread`); it weighs the source GPUs of one answer against each other
+    #: (:func:`reach_variance`). 0 (older files): every source alike.
+    reach_batch: float = 0.0
 
     @classmethod
     def of(cls, stored: dict) -> Settings:
@@ -112,6 +119,49 @@ class Estimate:
     #: without evidence; validation scores it too, so spec-sheet moves are calibrated by
     #: spec-sheet residuals on the user's own GPUs.
     spec: float = float("nan")
+    #: Variance the source's reach in batch adds when the sources of one answer are joined
+    #: (:func:`reach_variance`); 0: none.
+    reach_var: float = 0.0
+
+
+def reach_variance(carried: float, s: Settings) -> float:
+    """What a source's reach adds to the variance of its estimate when the source GPUs of one
+    answer are weighed against each other: its time per sample carried over ``carried`` (the
+    ``|log|`` batch ratio) from the batch it ran. A spec-sheet move errs more the further
+    its batch is carried (per sample, a GPU runs a small batch less efficiently than a
+    large one), and evidence between the two GPUs is weighed at the asked batch, not the
+    source's."""
+    return float((s.reach_batch * carried) ** 2)
+
+
+def reach_spread(residuals: np.ndarray, carried: np.ndarray, groups: np.ndarray) -> float:
+    """:attr:`Settings.reach_batch` from spec-sheet moves: their log residuals, the ``|log|``
+    batch ratio each move carried its time per sample over, and each move's source. Each
+    residual is taken as Laplace with scale ``sqrt(s_g² + (a·carried)²)`` (``s_g`` the
+    spread of its source at no reach: hosts of one data set share their quirks, and pooled
+    data sets would lend one set's noise to another's far moves), centred on its source's
+    median, and ``a`` and the ``s_g`` fitted by maximum likelihood (heavy tails: one
+    host-bound workload must not set them); returned as a normal's σ of the same median
+    absolute value (``ln 2 / 0.6745`` times the scale), rounded (stable text). Fewer than 30
+    moves: 0."""
+    from scipy.optimize import minimize
+
+    ok = np.isfinite(residuals) & np.isfinite(carried)
+    r, b = residuals[ok], np.abs(carried[ok])
+    names, g = np.unique(np.asarray(groups)[ok].astype(str), return_inverse=True)
+    if len(r) < 30:
+        return 0.0
+    r = r - np.array([np.median(r[g == k]) for k in range(len(names))])[g]
+    n = len(names)
+
+    def loss(theta: np.ndarray) -> float:
+        scale = np.sqrt(np.exp(theta[:n])[g] ** 2 + (np.exp(theta[n]) * b) ** 2)
+        return float(np.sum(np.abs(r) / scale + np.log(scale)))
+
+    start = np.log(np.r_[np.full(n, max(float(np.median(np.abs(r))), 1e-3)), 0.1])
+    fit = minimize(loss, start, method="Nelder-Mead",
+                   options={"xatol": 1e-7, "fatol": 1e-9, "maxiter": 20000, "maxfev": 20000})
+    return round(float(np.exp(fit.x[n])) * math.log(2) / NormalDist().inv_cdf(0.75), 3)
 
 
 def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | None:

@@ -27,6 +27,7 @@ from gpuperf_magics.model.evidence_move import (
     estimate,
     from_other_hosts,
     interval,
+    reach_variance,
 )
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.series import SeriesIndex
@@ -82,9 +83,11 @@ class EvidenceMove:
         return [self.own, self.public]
 
     def move(self, index: SeriesIndex, rep: int, t_src: float, v: np.ndarray, h: np.ndarray,
-             dst: object) -> Estimate | None:
+             dst: object, carried: float = 0.0) -> Estimate | None:
         """Seconds per iteration on the query's device ``dst`` from ``t_src`` measured (or
-        moved along a series) on configuration ``rep``'s device."""
+        moved along a series) on configuration ``rep``'s device; ``carried``: the ``|log|``
+        batch ratio over which ``t_src`` was carried per sample (its reach,
+        :func:`~.evidence_move.reach_variance`)."""
         src = index.device[rep]
         if not isinstance(src, str) or not isinstance(dst, str) or t_src <= 0:
             return None
@@ -103,14 +106,16 @@ class EvidenceMove:
         est = estimate(bases, q, math.log(prior_t / t_src), self.settings,
                        other_hosts=from_other_hosts(bases[0], src, dst))
         return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket, est.detail,
-                        est.workloads, spec=math.log(prior_t))
+                        est.workloads, spec=math.log(prior_t),
+                        reach_var=reach_variance(carried, self.settings))
 
     def combine(self, estimates: list[Estimate]) -> float:
         """Seconds per iteration from the sources' estimates: the median of their log times
         weighted by their precision (one source GPU whose host was slow must not move the
-        answer, as a mean would let it); the strongest bucket's estimate is kept in
-        :attr:`last`."""
-        w = np.array([1.0 / max(e.sd, 1e-3) ** 2 for e in estimates])
+        answer, as a mean would let it), each source's reach in batch included (a GPU that ran
+        the asked batch outweighs one whose time per sample was carried from a tenth of it);
+        the strongest bucket's estimate is kept in :attr:`last`."""
+        w = np.array([1.0 / (max(e.sd, 1e-3) ** 2 + e.reach_var) for e in estimates])
         logs = np.array([e.log_ratio for e in estimates])
         rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
         best = estimates[min(range(len(estimates)), key=rank.__getitem__)]

@@ -619,7 +619,7 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
             None if bw is None else np.array([bw]),
             np.array([index.naive_peak[rep]]), np.array([naive_peak]))[0]), t_src))
         if evidence is not None:
-            est = evidence.move(index, rep, t_src, v, h, dst)
+            est = evidence.move(index, rep, t_src, v, h, dst, carried(index, sub, v))
             if est is not None:
                 if fixed > 0:  # calibrated apart: hosts differ as GPUs do not
                     est = dataclasses.replace(
@@ -640,6 +640,22 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
     if moved and evidence is not None:
         out["evidence"] = evidence.combine(moved)
     return out
+
+
+def carried(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
+    """How far a source GPU's own route carries its time to the query's batch beyond what
+    it measured: ``|log|`` of the asked batch over the nearest batch of its series (0: the
+    asked batch was measured there or lies between two measured ones, or the route moves
+    along another axis)."""
+    axis = index.batch_axis
+    if r.kind != "axis" or axis is None or r.axis != axis or r.position == "inside":
+        return 0.0
+    x = index.values[r.members, axis]
+    q = float(v[axis])
+    x = x[x > 0]
+    if not len(x) or q <= 0:
+        return 0.0
+    return float(np.min(np.abs(np.log(x / q))))
 
 
 def _kept(fixed: float, moved: float, t_src: float) -> float:
