@@ -197,9 +197,10 @@ def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ..
     # Spread of the spec-sheet move: half its 16th-84th percentile range, about one σ.
     spec = em.calibrate(base, em.Settings(), spec_prior, spec_only=True, moves=moves)
     sd = {m: _sigma(spec.get(f"{m}:spec")) for m in ("gpu", "precision")}
+    batch_reach, peak_reach = reach(base)
     best: tuple[float, em.Settings, dict] | None = None
     for width in WIDTHS:
-        settings = em.Settings(width_t=width, prior_sd=sd["gpu"],
+        settings = em.Settings(width_t=width, prior_sd=sd["gpu"], reach_peak=peak_reach,
                                prior_sd_precision=sd["precision"])
         cal = em.calibrate(base, settings, spec_prior, chains=width == 1.0, moves=moves)
         direct = [c for b, c in cal.items() if b.endswith(("direct", "weak"))]
@@ -214,7 +215,7 @@ def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ..
     # other hosts spreads; a run's move by other hosts' evidence weighs it by that factor.
     cross = em.calibrate(base, best[1], spec_prior, moves=moves, cross=True)
     settings = replace(best[1], cross_var=em.cross_variance(cross, CROSS_MOVES))
-    settings = replace(settings, reach_batch=reach(base))
+    settings = replace(settings, reach_batch=batch_reach)
     base.settings = {k: getattr(settings, k) for k in em.Settings.__dataclass_fields__}
     base.calibration = across_sources(best[2], cross)
     return base
@@ -224,10 +225,11 @@ def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ..
 REACH_MOVES = 5000
 
 
-def reach(base: ev.EvidenceBase, moves: int = REACH_MOVES) -> float:
+def reach(base: ev.EvidenceBase, moves: int = REACH_MOVES) -> tuple[float, float]:
     """How the spec-sheet move's spread grows with the batch ratio a move carries its time
-    per sample over (:func:`~gpuperf_magics.model.evidence_move.reach_spread`), on the base's
-    GPU moves within one precision class (a move between precisions errs its own way)."""
+    per sample over, and with the peak ratio it spans, each fitted alone
+    (:func:`~gpuperf_magics.model.evidence_move.reach_spread`), on the base's GPU moves
+    within one precision class (a move between precisions errs its own way)."""
     pairs = em._moves(base)
     if len(pairs) > moves:
         pairs = pairs[np.sort(np.random.default_rng(0).choice(len(pairs), moves, replace=False))]
@@ -237,8 +239,9 @@ def reach(base: ev.EvidenceBase, moves: int = REACH_MOVES) -> float:
     i, j = pairs[:, 0], pairs[:, 1]
     prior = np.array([spec_prior(base.device[a], base.device[b]) for a, b in pairs])
     actual = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
-    return em.reach_spread(actual - prior, base.log_b[j] - base.log_b[i],
-                           base.frame["source"].astype(str).to_numpy()[i])
+    source = base.frame["source"].astype(str).to_numpy()[i]
+    return (em.reach_spread(actual - prior, base.log_b[j] - base.log_b[i], source),
+            em.reach_spread(actual - prior, prior, source))
 
 
 #: Cross-source moves of a bucket from which they, not the moves inside one source, calibrate it.

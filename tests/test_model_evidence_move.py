@@ -220,3 +220,55 @@ def test_the_spread_of_a_spec_sheet_move_grows_as_its_batch_is_carried_further()
     s = Settings(reach_batch=0.2)
     assert reach_variance(math.log(10), s) == pytest.approx((0.2 * math.log(10)) ** 2)
     assert reach_variance(0.0, s) == 0.0
+
+
+def test_a_spec_sheet_moves_interval_widens_with_the_peak_ratio_it_spans() -> None:
+    """Spec-sheet moves between devices whose errors grow with their speed (0.1 plus 0.3
+    per unit of log peak): calibrated with ``reach_peak``, the interval of a near move is
+    narrower than that of a far one, and the far one covers about what it says; with one
+    spread for all (``reach_peak`` 0) every move gets the same width, too narrow far."""
+    from dataclasses import replace
+
+    from gpuperf_magics.model.evidence_move import spec_sd
+
+    rng = np.random.default_rng(11)
+    speed = {f"G{k}": math.exp(0.25 * k) for k in range(8)}  # peaks 1x to 5.8x
+    rows = []
+    for w in range(60):
+        base_t = 10 ** rng.uniform(-2, 0)
+        for gpu, sp in speed.items():
+            err = (0.1 + 0.3 * math.log(sp)) * rng.standard_normal()
+            rows.append({"workload": f"w{w}", "family": f"net{w}", "gpu": gpu,
+                         "batch_size": 32.0, "t": base_t / sp * math.exp(err)})
+    base = _base(rows)
+
+    def prior(a: str, b: str) -> float:
+        return math.log(speed[a.split("|")[0]] / speed[b.split("|")[0]])
+
+    assert spec_sd(0.0, "gpu", S) == S.prior_sd
+    assert spec_sd(2.0, "gpu", replace(S, reach_peak=0.3)) == pytest.approx(
+        math.sqrt(0.5 ** 2 + 0.6 ** 2))
+    assert spec_sd(2.0, "precision", replace(S, reach_peak=0.3)) == S.prior_sd_precision
+    frame = base.frame
+
+    def residuals(a: str, b: str) -> np.ndarray:
+        ta = frame[frame["gpu"] == a].set_index("workload")["t"]
+        tb = frame[frame["gpu"] == b].set_index("workload")["t"]
+        return np.log(tb / ta).to_numpy() - prior(f"{a}|fp32", f"{b}|fp32")
+
+    widths, inside = {}, {}
+    for reach in (0.0, 0.3):
+        s = replace(S, reach_peak=reach)
+        cal = calibrate(base, s, prior, spec_only=True, moves=4000)
+        for name, (a, b) in (("near", ("G0", "G1")), ("far", ("G0", "G7"))):
+            p = prior(f"{a}|fp32", f"{b}|fp32")
+            lo, hi, _ = interval(cal, "gpu:spec", 0.8, spec_sd(p, "gpu", s))
+            widths[reach, name] = hi - lo
+            res = residuals(a, b)
+            inside[reach, name] = float(np.mean((res >= lo) & (res <= hi)))
+    assert widths[0.3, "near"] < widths[0.0, "near"]
+    assert widths[0.3, "far"] > 1.3 * widths[0.3, "near"]
+    assert widths[0.0, "far"] == pytest.approx(widths[0.0, "near"])
+    # The far move: too narrow with one spread, about what it says with the peak term.
+    assert inside[0.0, "far"] < 0.75
+    assert 0.75 <= inside[0.3, "far"] <= 0.92

@@ -76,6 +76,11 @@ class Settings:
     #: (:func:`reach_spread`); it weighs the source GPUs of one answer against each other
     #: (:func:`reach_variance`). 0 (older files): every source alike.
     reach_batch: float = 0.0
+    #: How the spread of a GPU move without evidence grows with the peak ratio it spans:
+    #: per unit of ``|log|`` of the spec-sheet ratio (:func:`spec_sd`), fitted as
+    #: ``reach_batch`` is. It shapes the interval of a spec-sheet move (a K80 to a V100 errs
+    #: more than a V100 to a Quadro RTX 6000), not its answer. 0 (older files): one spread.
+    reach_peak: float = 0.0
 
     @classmethod
     def of(cls, stored: dict) -> Settings:
@@ -122,6 +127,17 @@ class Estimate:
     #: Variance the source's reach in batch adds when the sources of one answer are joined
     #: (:func:`reach_variance`); 0: none.
     reach_var: float = 0.0
+    #: The spec-sheet log ratio the move was shrunk towards (NaN: not known).
+    prior: float = float("nan")
+
+
+def spec_sd(prior: float, move: str, s: Settings) -> float:
+    """The spread of a spec-sheet move of log ratio ``prior`` (``move``: "gpu" or
+    "precision"): a GPU move's grows with the peak ratio it spans, ``sqrt(prior_sd² +
+    (reach_peak · prior)²)``; a precision move's is ``prior_sd_precision``."""
+    if move == "precision":
+        return s.prior_sd_precision
+    return float(math.sqrt(s.prior_sd ** 2 + (s.reach_peak * prior) ** 2))
 
 
 def reach_variance(carried: float, s: Settings) -> float:
@@ -341,7 +357,7 @@ def estimate(bases: Sequence[EvidenceBase], q: Query, prior: float, s: Settings,
             # No tensor peak for the precision in the catalog (a GTX 1080 Ti under AMP): the
             # spec sheet cannot tell the two precisions apart.
             words += " (no peak for this precision in the catalog: the same time)"
-        return Estimate(prior, prior_sd, f"{move}:spec", words)
+        return Estimate(prior, prior_sd, f"{move}:spec", words, prior=prior)
     prior_var = prior_sd ** 2
     post_var = 1.0 / (1.0 / ev.var + 1.0 / prior_var)
     # Other hosts' evidence weighs against the spec sheet with its variance times the factor;
@@ -402,9 +418,8 @@ def calibrate(base: EvidenceBase, s: Settings,
         evidence = others.get(source[i], base)
         p = prior(q.src, q.dst)
         move = "precision" if is_precision_move(q.src, q.dst) else "gpu"
-        sd = s.prior_sd_precision if move == "precision" else s.prior_sd
         res[f"{move}:spec"].append(actual - p)
-        zs[f"{move}:spec"].append((actual - p) / sd)
+        zs[f"{move}:spec"].append((actual - p) / spec_sd(p, move, s))
         if spec_only:
             continue
         est = estimate([evidence], q, p, s)

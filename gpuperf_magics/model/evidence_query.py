@@ -28,6 +28,7 @@ from gpuperf_magics.model.evidence_move import (
     from_other_hosts,
     interval,
     reach_variance,
+    spec_sd,
 )
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.series import SeriesIndex
@@ -107,7 +108,7 @@ class EvidenceMove:
                        other_hosts=from_other_hosts(bases[0], src, dst))
         return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket, est.detail,
                         est.workloads, spec=math.log(prior_t),
-                        reach_var=reach_variance(carried, self.settings))
+                        reach_var=reach_variance(carried, self.settings), prior=est.prior)
 
     def combine(self, estimates: list[Estimate]) -> float:
         """Seconds per iteration from the sources' estimates: the median of their log times
@@ -140,7 +141,14 @@ class EvidenceMove:
             spec = self._spec_interval(own, coverage, groups)
             if spec is not None:
                 return spec
-        public = interval(self.public.calibration, last.bucket, coverage, last.sd)
+        # Read from the spec-sheet calibration (a spec-sheet move, or a bucket without one of
+        # its own): its z-scores were calibrated by a spread that grows with the peak ratio a
+        # move spans, and so is this move's (at least its own stated spread).
+        from_spec = last.bucket == "gpu:spec" or (
+            last.bucket.startswith("gpu:") and last.bucket not in self.public.calibration)
+        sd = (max(last.sd, spec_sd(last.prior, "gpu", self.settings))
+              if from_spec and math.isfinite(last.prior) else last.sd)
+        public = interval(self.public.calibration, last.bucket, coverage, sd)
         res = own.get(last.bucket)
         if res is None or len(res) < OWN_CALIBRATION:
             return public
