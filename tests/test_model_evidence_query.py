@@ -77,3 +77,39 @@ def test_a_source_that_ran_the_asked_batch_outweighs_one_carried_from_a_tenth_of
     assert "spec sheet only" in near["detail"]
     assert near["per_iteration_s"] == pytest.approx(0.47, rel=0.1)
     assert alike["per_iteration_s"] > 1.3 * near["per_iteration_s"]
+
+
+def test_a_spec_sheet_moves_interval_widens_with_the_peak_ratio_of_its_two_gpus() -> None:
+    """A network measured on a T4 alone, asked on an A100 (no evidence: the spec-sheet move,
+    whose interval the public calibration sets): with ``reach_peak`` its spread is
+    ``sqrt(prior_sd² + (reach_peak · log ratio)²)`` rather than ``prior_sd``, and the
+    interval (in log) widens by that factor; the answer does not move."""
+    import math
+    from statistics import NormalDist
+
+    from gpuperf_magics.model.evidence_move import LEVELS
+
+    store = _store(ratio=0.6)
+    alone = store[store["network"] == "new"]
+    query = pd.DataFrame({"network": ["new"], "gpu": "NVIDIA A100-SXM4-40GB",
+                          "batch_size": [32], "iterations": 10})
+    z = [round(NormalDist().inv_cdf(q), 4) for q in LEVELS]
+    calibration = {"gpu:spec": {"quantiles": [0.5 * x for x in z], "z_quantiles": z,
+                                "mape": 0.3, "n": 400}}
+
+    def row(reach: float) -> pd.Series:
+        base = empty_base()
+        base.settings = {"prior_sd": 0.5, "reach_peak": reach}
+        base.calibration = calibration
+        model = TrainingTimeModel(evidence=base).fit(alone.drop(columns="time_s"),
+                                                     alone["time_s"])
+        return model.predict_table(query).iloc[0]
+
+    flat, wide = row(0.0), row(0.5)
+    assert "spec sheet only" in wide["detail"]
+    assert wide["time_s"] == flat["time_s"]
+    ratio = math.log(wide["per_iteration_s"] / (0.004 * 32))  # the spec-sheet move
+    width = {k: math.log(r["time_high_s"] / r["time_low_s"]) for k, r in (("flat", flat),
+                                                                         ("wide", wide))}
+    assert width["wide"] / width["flat"] == pytest.approx(
+        math.sqrt(0.5 ** 2 + (0.5 * ratio) ** 2) / 0.5, rel=0.05)

@@ -151,8 +151,10 @@ def reach_variance(carried: float, s: Settings) -> float:
 
 
 def reach_spread(residuals: np.ndarray, carried: np.ndarray, groups: np.ndarray) -> float:
-    """:attr:`Settings.reach_batch` from spec-sheet moves: their log residuals, the ``|log|``
-    batch ratio each move carried its time per sample over, and each move's source. Each
+    """How the spread of spec-sheet moves grows with a distance they span
+    (:attr:`Settings.reach_batch`: the ``|log|`` batch ratio a move carried its time per
+    sample over; :attr:`Settings.reach_peak`: the log peak ratio), from their log residuals,
+    that distance and each move's source. Each
     residual is taken as Laplace with scale ``sqrt(s_g² + (a·carried)²)`` (``s_g`` the
     spread of its source at no reach: hosts of one data set share their quirks, and pooled
     data sets would lend one set's noise to another's far moves), centred on its source's
@@ -475,17 +477,25 @@ def _moves(base: EvidenceBase) -> np.ndarray:
 
 
 def interval(calibration: dict, bucket: str, coverage: float,
-             sd: float | None = None) -> tuple[float, float, float]:
+             sd: float | None = None, spec_spread: float | None = None
+             ) -> tuple[float, float, float]:
     """(low, high, MAPE) of a bucket's calibrated residuals at ``coverage`` (log ratios).
 
     With the move's own spread ``sd`` and standardised quantiles in the calibration, the
     interval is those quantiles times ``sd``: a move whose evidence disagrees gets a wider
-    interval than one of the same bucket whose evidence agrees.
+    interval than one of the same bucket whose evidence agrees. Read from the spec-sheet
+    entry (a ``spec`` move, or a bucket without an entry of its own), whose z-scores were
+    measured by :func:`spec_sd`, the factor is at least ``spec_spread``, the move's own
+    :func:`spec_sd`.
     """
     move = bucket.partition(":")[0]
-    entry = calibration.get(bucket) or calibration.get(f"{move}:spec")
+    of_bucket = calibration.get(bucket)
+    entry = of_bucket or calibration.get(f"{move}:spec")
     if not entry:
         return -0.5, 0.5, 0.4
+    from_spec = of_bucket is None or bucket == f"{move}:spec"
+    if from_spec and spec_spread is not None and sd is not None:
+        sd = max(sd, spec_spread)
     scaled = sd is not None and "z_quantiles" in entry
     levels = entry["z_quantiles"] if scaled else entry["quantiles"]
     factor = float(sd) if scaled and sd is not None else 1.0

@@ -141,14 +141,10 @@ class EvidenceMove:
             spec = self._spec_interval(own, coverage, groups)
             if spec is not None:
                 return spec
-        # Read from the spec-sheet calibration (a spec-sheet move, or a bucket without one of
-        # its own): its z-scores were calibrated by a spread that grows with the peak ratio a
-        # move spans, and so is this move's (at least its own stated spread).
-        from_spec = last.bucket == "gpu:spec" or (
-            last.bucket.startswith("gpu:") and last.bucket not in self.public.calibration)
-        sd = (max(last.sd, spec_sd(last.prior, "gpu", self.settings))
-              if from_spec and math.isfinite(last.prior) else last.sd)
-        public = interval(self.public.calibration, last.bucket, coverage, sd)
+        # A move without evidence spreads as far as the peak ratio it spans says.
+        spread = (spec_sd(last.prior, last.bucket.partition(":")[0], self.settings)
+                  if math.isfinite(last.prior) else None)
+        public = interval(self.public.calibration, last.bucket, coverage, last.sd, spread)
         res = own.get(last.bucket)
         if res is None or len(res) < OWN_CALIBRATION:
             return public

@@ -643,19 +643,20 @@ def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive
 
 
 def carried(index: SeriesIndex, r: Route, v: np.ndarray) -> float:
-    """How far a source GPU's own route carries its time to the query's batch beyond what
-    it measured: ``|log|`` of the asked batch over the nearest batch of its series (0: the
-    asked batch was measured there or lies between two measured ones, or the route moves
-    along another axis)."""
-    axis = index.batch_axis
-    if r.kind != "axis" or axis is None or r.axis != axis or r.position == "inside":
+    """How far a source GPU's own batch move carries its time past what it measured: the
+    ``|log|`` of the asked batch over its one measured batch (``single``) or the end of its
+    series (``beyond``, :func:`beyond_distance`); 0 for a measured or interpolated batch, a
+    move along another axis, or values that are not positive."""
+    if r.kind != "axis" or r.axis != index.batch_axis:
         return 0.0
-    x = index.values[r.members, axis]
-    q = float(v[axis])
-    x = x[x > 0]
-    if not len(x) or q <= 0:
+    if r.position == "beyond":
+        distance = beyond_distance(index, r, v)
+    elif r.position == "single":
+        x, q = float(index.values[r.members[0], r.axis]), float(v[r.axis])
+        distance = abs(math.log(q / x)) if x > 0 and q > 0 else math.nan
+    else:
         return 0.0
-    return float(np.min(np.abs(np.log(x / q))))
+    return distance if math.isfinite(distance) else 0.0
 
 
 def _kept(fixed: float, moved: float, t_src: float) -> float:

@@ -37,6 +37,7 @@ __all__ = [
     "SUGGEST_PER",
     "PredictionOptions",
     "add_to",
+    "check_suggest_per",
     "magic_options",
     "number",
     "parse_batch_sizes",
@@ -94,6 +95,15 @@ OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 #: that declaring the options (at ``%load_ext``) does not import the model (a test keeps the
 #: two equal).
 SUGGEST_PER = ("second", "run")
+
+
+def check_suggest_per(value: str, name: str = "--suggest-per") -> str:
+    """``value`` if it is one of :data:`SUGGEST_PER`; else a :class:`PredictionError` that
+    names the option or argument ``name`` and says what each value means."""
+    if value not in SUGGEST_PER:
+        raise PredictionError(f"{name} is 'second' (a time budget) or 'run' (a budget of "
+                              f"runs), got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -264,9 +274,8 @@ def read(args: argparse.Namespace) -> PredictionOptions:
                   deadline_s=parse_deadline(getattr(args, "deadline", None)),
                   precision=args.precision)
         per = getattr(args, "suggest_per", None)
-        if per is not None and per not in SUGGEST_PER:
-            raise PredictionError(f"--suggest-per expects second (a time budget) or run (a "
-                                  f"budget of runs), got {per!r}")
+        if per is not None:
+            check_suggest_per(per)
         suggest = bool(getattr(args, "suggest", False)) or per is not None
         if args.remaining is None:
             return PredictionOptions(job, suggest=suggest, suggest_per=per or "second")

@@ -126,15 +126,12 @@ class WhatIfPanel(PanelControls):
         from gpuperf_magics.hardware.catalog import canonical_names
         from gpuperf_magics.hardware.prices import prices as load_prices
         from gpuperf_magics.prediction.job import Job
-        from gpuperf_magics.prediction.options import SUGGEST_PER
+        from gpuperf_magics.prediction.options import check_suggest_per
         from gpuperf_magics.prediction.predict import predict_time
         from gpuperf_magics.prediction.store_model import fit_store, resolve_network
         from gpuperf_magics.store import Store
 
-        if suggest_per not in SUGGEST_PER:
-            raise ValueError(f"suggest_per is 'second' (a time budget) or 'run' (a budget of "
-                             f"runs), got {suggest_per!r}")
-        self._suggest_per = suggest_per
+        self._suggest_per = check_suggest_per(suggest_per, "suggest_per")
         job = Job.of(job, **fields)
         network, gpus = job.network, job.gpus
         batch_size = starting_value("batch_size", job.one_batch_size("the panel"), whole=True)
