@@ -123,3 +123,44 @@ def test_scoring_every_fold_at_once_equals_fold_by_fold_to_the_bit() -> None:
         for given in (folds, masks):  # test rows as positions or as masks
             tests = _Tests.of(z, target, given, prepared, intercept, log_target)
             np.testing.assert_array_equal(tests.scores(subsets, betas), expected)
+
+
+def test_a_candidate_that_adds_nothing_keeps_the_previous_nonnegative_solution() -> None:
+    from gpuperf_magics.model.selection import _prepare_fold, _solve_folds
+
+    rng = np.random.default_rng(5)
+    z = rng.uniform(0.5, 2, (60, 6))
+    y = z[:, 0] + 0.5 * z[:, 1] - 0.4 * z[:, 2] - 0.3 * z[:, 3] + 0.02 * rng.standard_normal(60)
+    folds = [_prepare_fold(z, y, 1 / y**2, tr, te, True) for tr, te in _folds(60)]
+    grams = np.stack([f.gram for f in folds])
+    moments = np.stack([f.moment for f in folds])
+    penalty = np.full(6, 1e-6)
+    before = _solve_folds(grams, moments, np.array([[0, 1]]), penalty, True)[:, 0]
+    subsets = np.column_stack([np.zeros(4, dtype=int), np.ones(4, dtype=int), np.arange(2, 6)])
+    plain = _solve_folds(grams, moments, subsets, penalty, True)
+    short = _solve_folds(grams, moments, subsets, penalty, True, before)
+    # Columns 2 and 3 enter with negative weights: NNLS leaves them at 0 and the previous
+    # solution stands, which the shortcut takes without solving (to the last bits).
+    for c in (0, 1):
+        np.testing.assert_array_equal(short[:, c, :2], before)
+        assert np.all(short[:, c, 2] == 0)
+    np.testing.assert_allclose(short, plain, rtol=1e-9, atol=1e-12)
+    assert np.all(short >= 0)
+
+
+def test_selection_with_nonnegative_coefficients_equals_nnls_of_every_subset() -> None:
+    from scipy.optimize import nnls
+
+    rng = np.random.default_rng(6)
+    x = rng.uniform(1, 10, (80, 3))
+    y = 2 * x[:, 0] + 0.5 * x[:, 1] * x[:, 2] - 0.1 * x[:, 2] + rng.normal(0, 0.2, 80) + 20
+    z, _ = augment(x, ["a", "b", "c"])
+    folds = _folds(80)
+    result = forward_select(z, y, folds, k_max=5, nonneg=True, intercept=False)
+    zs = z / np.sqrt(np.mean(z**2, axis=0))
+    for subset, score in result.path:  # each step's score, from scipy's NNLS per fold
+        errs = []
+        for tr, te in folds:
+            coef = nnls(zs[tr][:, list(subset)], y[tr])[0]
+            errs.append(np.mean(np.abs(zs[te][:, list(subset)] @ coef - y[te]) / y[te]))
+        assert abs(np.mean(errs) - score) < 1e-6
