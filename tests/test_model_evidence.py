@@ -93,6 +93,27 @@ def test_a_rebuild_of_a_small_fixture_gives_the_same_bytes(
     assert "Tesla V100-SXM2-16GB" not in set(less.frame["gpu"])
 
 
+def test_peak_power_recovers_the_power_a_data_set_was_made_with(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GPUs whose times scale as the square root of their effective-peak ratio: the report
+    # says 0.50, and the spec-sheet move's error grows as the power leaves it.
+    script = _script(monkeypatch, tmp_path)
+    gpus = ("Tesla K80", "Tesla P100-PCIE-16GB", "Tesla V100-SXM2-16GB")
+    peak = {g: script._peak(f"{g}|fp32") for g in gpus}
+    rows = [{"network": net, "gpu": g, "batch_size": b, "precision": "fp32", "gpu_count": 1,
+             "time_s": scale * 0.001 * b / np.sqrt(peak[g] / peak["Tesla K80"])}
+            for net, scale in (("resnet18", 1.0), ("transformer", 2.0), ("lstm_lm", 0.5))
+            for b in (16, 32, 64) for g in gpus]
+    (tmp_path / "gavel2020").mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(tmp_path / "gavel2020" / "gavel.csv", index=False)
+    lines = script.peak_power(("gavel2020",))
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[0] == "gavel2020" and cells[1] == "54"  # 9 workloads on 3 GPUs, 6 ordered pairs each
+    assert cells[2] == "0.50" and cells[3] == "54, 0.50" and cells[4] == "0.50, 0.00"
+    mape = [float(line.split("|")[2].split("/")[0]) for line in lines[-4:]]
+    assert mape == sorted(mape, reverse=True) and mape[0] > 10  # 1.0, 0.9, 0.8, 0.7
+
+
 @pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=NO_DATA)
 def test_the_shipped_evidence_is_what_its_script_rebuilds(monkeypatch: pytest.MonkeyPatch) -> None:
     script = _script(monkeypatch, SHARED_DATA)
