@@ -36,6 +36,49 @@ def test_moves_beyond_the_range_are_bounded_by_what_a_batch_can_do() -> None:
     assert local_value(index, mid, np.array([48.0]), "lin") == pytest.approx(2.1)
 
 
+def test_far_above_a_gpu_batch_series_the_time_grows_as_a_power_not_a_line() -> None:
+    """Two batch sizes 1.4x apart on a GPU, at 12.3 and 14.6 ms (sia2023's NCF, host-bound:
+    it ran 19 ms at batch 16,413), asked up to 32,768: a line through them is trusted
+    LINE_SPACINGS of their spacings beyond, and from there the time grows as the batch to
+    the power _far_slope gives (their slope weighed against the public elasticity); the
+    line alone answered 5.9 s at 32,768, 290x too slow. On the CPU the line stays."""
+    from gpuperf_magics.model.batch_single import elasticity
+    from gpuperf_magics.model.local import LINE_SPACINGS, _far_slope
+
+    batches, times = (32, 45), [0.0123, 0.0146]
+    values = np.array(batches, float)[:, None]
+
+    def index(device):
+        return build_index(values, ["batch_size"], np.zeros((2, 0)), np.full(2, np.nan),
+                           np.ones(2), np.array(times), device=np.array(device, object))
+
+    def answer(ix, q: float) -> float:
+        r = route(ix, np.array([q]), np.zeros(0), np.ones(2, dtype=bool))
+        return local_value(ix, r, np.array([q]), "lin")
+
+    gpu, cpu = index(["Tesla T4|fp32"] * 2), index([None, None])
+    line = np.polyfit(batches, times, 1)
+    far = 45 * (45 / 32) ** LINE_SPACINGS  # 349: the line's last trusted batch
+    for q in (64, 128, 0.999 * far):  # up to there: the line, on both
+        assert answer(gpu, q) == pytest.approx(np.polyval(line, q))
+        assert answer(cpu, q) == pytest.approx(np.polyval(line, q))
+    at_far = np.polyval(line, far)
+    e = _far_slope(values[:, 0], np.array(times), at_far)
+    data = np.log(times[1] / times[0]) / np.log(45 / 32)  # 0.50: what the two points say
+    assert min(data, elasticity(at_far)) <= e <= max(data, elasticity(at_far))
+    for q in (1.001 * far, 16413, 32768):
+        assert answer(gpu, q) == pytest.approx(at_far * (q / far) ** e)
+        assert answer(cpu, q) == pytest.approx(np.polyval(line, q))
+    assert answer(gpu, 32768) < 0.15 * np.polyval(line, 32768)
+    assert answer(gpu, 1.001 * far) == pytest.approx(at_far, rel=1e-3)  # no jump at the hand-off
+    # The answer says where it left the line.
+    x = pd.DataFrame({"network": "ncf", "batch_size": list(batches), "iterations": 100,
+                      "gpu": "Tesla T4"})
+    model = TrainingTimeModel(public_data=False).fit(x, 100 * np.array(times))
+    near, beyond = model.predict_table(x.iloc[[0, 0]].assign(batch_size=[128, 32768]))["detail"]
+    assert "power" not in near and beyond.endswith("then as a power of batch_size from 348)")
+
+
 def test_one_measured_batch_keeps_the_time_per_sample() -> None:
     index = _index((32,), [0.5])
     r = route(index, np.array([64.0]), np.zeros(0), np.ones(1, dtype=bool))

@@ -76,6 +76,13 @@ def elasticity(t: float) -> float:
     return float(np.interp(at, p["knots"], p["elasticity"]))
 
 
+def deviation_sd() -> float:
+    """About one σ of the true elasticity around :func:`elasticity`: half the 16th-84th
+    percentile range of the shipped deviations."""
+    dev = np.asarray(params()["deviation_quantiles"], dtype=float)
+    return float(np.interp(0.84, LEVELS, dev) - np.interp(0.16, LEVELS, dev)) / 2
+
+
 def interval(x: float, q: float, coverage: float) -> tuple[float, float, float]:
     """(low, high, expected MAPE) of the move ``x → q`` in log residuals
     ``log(actual / predicted)``: the deviations' quantiles at ``(1 ∓ coverage)/2`` times

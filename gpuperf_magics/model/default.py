@@ -42,6 +42,7 @@ from gpuperf_magics.model.local import (
     family,
     on_gpu_batch,
     own_elasticity,
+    power_from,
     reach,
     route,
     single_elasticity,
@@ -424,7 +425,9 @@ class DefaultModel(GlobalModel):
                 text = f"{col} {v[r.axis]:g} {'>' if v[r.axis] > x.max() else '<'} measured " \
                        f"{'max' if v[r.axis] > x.max() else 'min'} " \
                        f"{x.max() if v[r.axis] > x.max() else x.min():g} " \
-                       f"({len(x)} points, {names[method]})"
+                       f"({len(x)} points, {names[method]}"
+                far = power_from(index, r, v) if method in ("lin", "log") else None
+                text += ")" if far is None else f", then as a power of {col} from {far:.0f})"
             members = r.members
         elif r.kind == "chain":
             col = index.cols[r.axis]

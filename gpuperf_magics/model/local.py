@@ -51,6 +51,17 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Points of the series a move beyond the measured range is drawn through.
 NEAREST = 2
+#: Above the largest batch measured on a GPU, the line through the nearest points is trusted
+#: for this many of their spacings (log scale, as :func:`reach` counts them); further out the
+#: time grows from there as a power of the batch (:func:`_far_slope`). A line's own
+#: elasticity tends to 1 far out, so two points a little apart on a flat (host-bound) series
+#: answered a batch 700x beyond them 290x too slow. Chosen on sia2023 and gavel2020
+#: (``benchmarks/batch_reach.py``): 3 and 4 spacings made lattuada2022's moves 3-6 spacings out
+#: worse, 6 changes none of them.
+LINE_SPACINGS = 6.0
+#: The run noise (log) assumed of a measured point where the slope of the nearest points is
+#: weighed against the public elasticity (:func:`_far_slope`): the public tables' default.
+POINT_NOISE = 0.05
 #: A batch series on a GPU whose time per iteration grows by less than this elasticity from
 #: its smallest to its largest batch, at least :data:`HOST_SPAN` apart, waited for its host
 #: (:func:`host_share`): a GPU move scales only the share that grows with the batch.
@@ -381,9 +392,18 @@ def _inside(x: np.ndarray, t: np.ndarray, q: float, space: str) -> float:
     return float((1 - w) * t0 + w * t1)
 
 
-def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> float:
-    """Through the nearest points, bounded on the batch axis by what a batch can do."""
+def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool,
+            gpu: bool = False) -> float:
+    """Through the nearest points, bounded on the batch axis by what a batch can do. ``gpu``:
+    a batch series on a GPU, which the line carries :data:`LINE_SPACINGS` of its last spacings
+    above its largest batch, and a power of the batch from there (:func:`_far_slope`)."""
     above = q > x[-1]
+    if gpu and batch and above and len(x) >= 2 and x[-2] > 0 and t[-1] > 0:
+        far = line_end(x)
+        if q > far:
+            at_far = _beyond(x, t, far, space, batch)
+            pred = at_far * (q / far) ** _far_slope(x[-NEAREST:], t[-NEAREST:], at_far)
+            return float(np.clip(pred, t[-1], t[-1] * q / x[-1]))
     xs, ts = (x[-NEAREST:], t[-NEAREST:]) if above else (x[:NEAREST], t[:NEAREST])
     if space == "log" and xs.min() > 0 and q > 0:
         slope = _polyfit1(np.log(xs), np.log(ts))[0] if np.ptp(xs) else 0.0
@@ -407,15 +427,51 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool) -> 
     return float(np.clip(pred, t[0] * q / x[0], t[0]))  # the floor: never above the smallest
 
 
+def line_end(x: np.ndarray) -> float:
+    """The largest batch a line through a GPU batch series' nearest points answers (sorted
+    batches ``x``, at least two, positive): :data:`LINE_SPACINGS` of their last spacing above
+    the largest."""
+    return float(x[-1] * (x[-1] / x[-2]) ** LINE_SPACINGS)
+
+
+def power_from(index: SeriesIndex, r: Route, v: np.ndarray) -> float | None:
+    """Where a move above a GPU batch series stops following the line and grows as a power
+    of the batch (:func:`_beyond`); None where it does not."""
+    if (r.kind != "axis" or r.position != "beyond" or r.axis != index.batch_axis
+            or not _on_gpu(index, r.members)):
+        return None
+    x = np.sort(index.values[r.members, r.axis].astype(float))
+    if len(x) < 2 or x[-2] <= 0 or float(v[r.axis]) <= x[-1]:
+        return None
+    far = line_end(x)
+    return far if float(v[r.axis]) > far else None
+
+
+def _far_slope(x: np.ndarray, t: np.ndarray, t_far: float) -> float:
+    """The elasticity of the time per iteration far above a GPU's batch series: the log-log
+    slope of its nearest points ``(x, t)``, its variance that of :data:`POINT_NOISE` on each
+    point, weighed against the public series' elasticity at ``t_far`` (the time where the
+    line stopped, :func:`~.batch_single.elasticity`) and its spread (the shipped deviations'
+    16th-84th percentile half-range); in [0, 1]."""
+    lx, lt = np.log(x), np.log(t)
+    spread = float(np.sum((lx - lx.mean()) ** 2))
+    prior = batch_single.elasticity(t_far)
+    if spread <= 0:
+        return prior
+    data = float(_polyfit1(lx, lt)[0])
+    w_data = spread / POINT_NOISE ** 2
+    w_prior = 1.0 / batch_single.deviation_sd() ** 2
+    return min(max((w_data * data + w_prior * prior) / (w_data + w_prior), 0.0), 1.0)
+
+
 def on_gpu_batch(index: SeriesIndex, r: Route) -> bool:
     """Whether a single-point move goes along the batch size from configurations measured on
     a catalog GPU (:mod:`~.batch_single` applies: the public series it was learnt from are GPU
     runs). A chain's points were each estimated from its steps' configurations."""
-    if r.axis != index.batch_axis or r.position != "single" or len(index.device) != index.n:
+    if r.axis != index.batch_axis or r.position != "single":
         return False
-    members = (np.concatenate([sub.members for _, _, sub in r.steps]) if r.kind == "chain"
-               else r.members)
-    return len(members) > 0 and all(isinstance(index.device[int(c)], str) for c in members)
+    return _on_gpu(index, np.concatenate([sub.members for _, _, sub in r.steps])
+                   if r.kind == "chain" else r.members)
 
 
 def single_value(index: SeriesIndex, r: Route, v: np.ndarray, x: float, t: float,
@@ -579,7 +635,13 @@ def local_value(index: SeriesIndex, r: Route, v: np.ndarray, method: str,
         return _line(x, t, q)
     if r.position == "inside":
         return _inside(x, t, q, method)
-    return _beyond(x, t, q, method, r.axis == index.batch_axis)
+    return _beyond(x, t, q, method, r.axis == index.batch_axis, _on_gpu(index, r.members))
+
+
+def _on_gpu(index: SeriesIndex, members: np.ndarray) -> bool:
+    """Whether every configuration of a series was measured on a catalog GPU."""
+    return (len(index.device) == index.n and len(members) > 0
+            and all(isinstance(index.device[int(c)], str) for c in members))
 
 
 def candidates(index: SeriesIndex, r: Route, v: np.ndarray, h: np.ndarray, naive_peak: float,
