@@ -69,6 +69,11 @@ def test_far_above_a_gpu_batch_series_the_time_grows_as_a_power_not_a_line() -> 
     for q in (1.001 * far, 16413, 32768):
         assert answer(gpu, q) == pytest.approx(at_far * (q / far) ** e)
         assert answer(cpu, q) == pytest.approx(np.polyval(line, q))
+        # The source of a GPU move (per sample) keeps the line: those moves compare devices
+        # per sample at each device's own batch.
+        r = route(gpu, np.array([q]), np.zeros(0), np.ones(2, dtype=bool))
+        assert local_value(gpu, r, np.array([q]), "lin", per_sample=True) == pytest.approx(
+            np.polyval(line, q))
     assert answer(gpu, 32768) < 0.15 * np.polyval(line, 32768)
     assert answer(gpu, 1.001 * far) == pytest.approx(at_far, rel=1e-3)  # no jump at the hand-off
     # The answer says where it left the line.
