@@ -398,12 +398,11 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool,
     a batch series on a GPU, which the line carries :data:`LINE_SPACINGS` of its last spacings
     above its largest batch, and a power of the batch from there (:func:`_far_slope`)."""
     above = q > x[-1]
-    if gpu and batch and above and len(x) >= 2 and x[-2] > 0 and t[-1] > 0:
-        far = line_end(x)
-        if q > far:
-            at_far = _beyond(x, t, far, space, batch)
-            pred = at_far * (q / far) ** _far_slope(x[-NEAREST:], t[-NEAREST:], at_far)
-            return float(np.clip(pred, t[-1], t[-1] * q / x[-1]))
+    far = _far_start(x, q) if gpu and batch and t[-1] > 0 else None
+    if far is not None:
+        at_far = _beyond(x, t, far, space, batch)
+        pred = at_far * (q / far) ** _far_slope(x[-NEAREST:], t[-NEAREST:], at_far)
+        return float(np.clip(pred, t[-1], t[-1] * q / x[-1]))
     xs, ts = (x[-NEAREST:], t[-NEAREST:]) if above else (x[:NEAREST], t[:NEAREST])
     if space == "log" and xs.min() > 0 and q > 0:
         slope = _polyfit1(np.log(xs), np.log(ts))[0] if np.ptp(xs) else 0.0
@@ -427,24 +426,23 @@ def _beyond(x: np.ndarray, t: np.ndarray, q: float, space: str, batch: bool,
     return float(np.clip(pred, t[0] * q / x[0], t[0]))  # the floor: never above the smallest
 
 
-def line_end(x: np.ndarray) -> float:
-    """The largest batch a line through a GPU batch series' nearest points answers (sorted
-    batches ``x``, at least two, positive): :data:`LINE_SPACINGS` of their last spacing above
-    the largest."""
-    return float(x[-1] * (x[-1] / x[-2]) ** LINE_SPACINGS)
+def _far_start(x: np.ndarray, q: float) -> float | None:
+    """The batch where an answer at ``q`` above a GPU batch series (sorted batches ``x``)
+    leaves the line through its nearest points, :data:`LINE_SPACINGS` of their last spacing
+    above the largest; None where ``q`` is not beyond it (or the points tell no spacing)."""
+    if len(x) < 2 or x[-2] <= 0:
+        return None
+    far = float(x[-1] * (x[-1] / x[-2]) ** LINE_SPACINGS)
+    return far if q > far else None
 
 
 def power_from(index: SeriesIndex, r: Route, v: np.ndarray) -> float | None:
-    """Where a move above a GPU batch series stops following the line and grows as a power
-    of the batch (:func:`_beyond`); None where it does not."""
+    """Where an axis move above a GPU batch series stops following the line and grows as a
+    power of the batch (:func:`_beyond`); None where it does not."""
     if (r.kind != "axis" or r.position != "beyond" or r.axis != index.batch_axis
             or not _on_gpu(index, r.members)):
         return None
-    x = np.sort(index.values[r.members, r.axis].astype(float))
-    if len(x) < 2 or x[-2] <= 0 or float(v[r.axis]) <= x[-1]:
-        return None
-    far = line_end(x)
-    return far if float(v[r.axis]) > far else None
+    return _far_start(np.sort(index.values[r.members, r.axis].astype(float)), float(v[r.axis]))
 
 
 def _far_slope(x: np.ndarray, t: np.ndarray, t_far: float) -> float:
