@@ -351,7 +351,7 @@ def run(splits: list[Split], methods: tuple[str, ...]) -> tuple[pd.DataFrame, pd
     rows, held = [], []
     for method in methods:
         start = time.perf_counter()
-        for sp in splits:
+        for k, sp in enumerate(splits):
             actual = sp.frame.loc[sp.test, "time_s"].to_numpy(float)
             try:
                 pred, table = _fit_predict(method, sp)
@@ -363,7 +363,7 @@ def run(splits: list[Split], methods: tuple[str, ...]) -> tuple[pd.DataFrame, pd
                          "mape": 100 * err})
             if table is not None:
                 held.append(pd.DataFrame({
-                    "scenario": sp.scenario, "dataset": sp.dataset, "actual": actual,
+                    "scenario": sp.scenario, "dataset": sp.dataset, "split": k, "actual": actual,
                     "low": table["time_low_s"].to_numpy(), "high": table["time_high_s"].to_numpy(),
                     "kind": table["kind"].to_numpy(), "expected": table["expected_mape"].to_numpy()}))
         print(f"  {method}: {len(splits)} splits in {time.perf_counter() - start:.0f} s",
@@ -394,20 +394,28 @@ def print_table(pivot: pd.DataFrame) -> None:
 
 
 def print_coverage(held: pd.DataFrame, nominal: float = 0.8) -> None:
+    """Coverage pooled over rows, and with each split weighed alike as the MAPE is (a split's
+    share inside, averaged): lambda2025's H100 holds 724 of its 1,607 rows, most of them
+    repeats of a few configurations, and sets the pooled figure almost alone."""
+    held = held.assign(inside=(held["actual"] >= held["low"]) & (held["actual"] <= held["high"]))
     print(f"\ninterval coverage (nominal {nominal:.0%}), pooled held-out rows per data set:")
-    print("| data set | rows | inside the interval | binomial tolerance (±2σ) | median expected error |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| data set | rows | inside the interval | binomial tolerance (±2σ) | "
+          "inside, each split alike (as the MAPE) | median expected error |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for ds, part in held.groupby("dataset", sort=False):
-        inside = ((part["actual"] >= part["low"]) & (part["actual"] <= part["high"])).mean()
         tol = 2 * np.sqrt(nominal * (1 - nominal) / len(part))
-        print(f"| {ds} | {len(part)} | {100 * inside:.1f}% | {100 * nominal:.0f} ± "
-              f"{100 * tol:.1f}% | {100 * part['expected'].median():.1f}% |")
+        per_split = part.groupby("split")["inside"].mean().mean()
+        print(f"| {ds} | {len(part)} | {100 * part['inside'].mean():.1f}% | "
+              f"{100 * nominal:.0f} ± {100 * tol:.1f}% | {100 * per_split:.1f}% | "
+              f"{100 * part['expected'].median():.1f}% |")
     print("\nper scenario and kind:")
-    inside = (held["actual"] >= held["low"]) & (held["actual"] <= held["high"])
-    table = held.assign(inside=inside).groupby(["scenario", "kind"], sort=False).agg(
+    table = held.groupby(["scenario", "kind"], sort=False).agg(
         rows=("inside", "size"), inside=("inside", "mean"), expected=("expected", "median"))
     for (scenario, kind), r in table.iterrows():
-        print(f"- {scenario}, {kind}: {int(r['rows'])} rows, {100 * r['inside']:.0f}% inside, "
+        per_split = held[(held["scenario"] == scenario) & (held["kind"] == kind)].groupby(
+            "split")["inside"].mean().mean()
+        print(f"- {scenario}, {kind}: {int(r['rows'])} rows, {100 * r['inside']:.0f}% inside "
+              f"({100 * per_split:.0f}% with each split alike), "
               f"expected error {100 * r['expected']:.1f}%")
 
 
