@@ -52,6 +52,26 @@ def test_without_any_evidence_the_move_is_the_spec_sheet_and_says_so() -> None:
                                                              rel=0.02)
 
 
+def test_a_spec_sheet_move_to_a_gpu_whose_precision_was_not_recorded_says_so() -> None:
+    # The table records no precision (an imported one): on a T4 (Turing) the run can only have
+    # been FP32; on an A100 PyTorch's default runs convolutions in TF32, which the FP32 peak
+    # the spec sheet reads does not see. With a precision column, nothing is said.
+    alone = _store(ratio=0.6).query("network == 'new'")
+    model = TrainingTimeModel(evidence=empty_base()).fit(alone.drop(columns="time_s"),
+                                                         alone["time_s"])
+    query = pd.DataFrame({"network": ["new"], "gpu": "NVIDIA A100-SXM4-40GB",
+                          "batch_size": [32], "iterations": 10})
+    detail = model.predict_table(query)["detail"].iloc[0]
+    assert "spec sheet only" in detail
+    assert "precision not recorded on NVIDIA A100-SXM4-40GB" in detail
+    assert "Tesla T4" not in detail.partition("precision not recorded")[2]
+    recorded = alone.assign(precision="fp32")
+    model = TrainingTimeModel(evidence=empty_base()).fit(recorded.drop(columns="time_s"),
+                                                         recorded["time_s"])
+    detail = model.predict_table(query.assign(precision="fp32"))["detail"].iloc[0]
+    assert "spec sheet only" in detail and "not recorded" not in detail
+
+
 def test_a_source_that_ran_the_asked_batch_outweighs_one_carried_from_a_tenth_of_it() -> None:
     """A network measured on an A100 SXM4 80GB at batch 176 and on an RTX 3080 at batch 16
     (where, per sample, it ran 2.5x slower than a per-sample carry to 176 would say), asked

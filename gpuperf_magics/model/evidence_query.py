@@ -106,8 +106,9 @@ class EvidenceMove:
         # hosts (the public base), and weighs as other hosts' evidence does.
         est = estimate(bases, q, math.log(prior_t / t_src), self.settings,
                        other_hosts=from_other_hosts(bases[0], src, dst))
-        return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket, est.detail,
-                        est.workloads, spec=math.log(prior_t),
+        return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket,
+                        est.detail + (_unrecorded(src, dst) if est.bucket.endswith(":spec")
+                                      else ""), est.workloads, spec=math.log(prior_t),
                         reach_var=reach_variance(carried, self.settings), prior=est.prior)
 
     def combine(self, estimates: list[Estimate]) -> float:
@@ -184,6 +185,20 @@ class EvidenceMove:
             scale = NormalDist().inv_cdf((1 + coverage) / 2) / NormalDist().inv_cdf(0.9)
             lo, hi, mape = min(lo, scale * m.q_lo), max(hi, scale * m.q_hi), max(mape, m.mape)
         return min(lo, 0.0), max(hi, 0.0), mape
+
+
+def _unrecorded(src: str, dst: str) -> str:
+    """The words a spec-sheet move adds where a table did not record the precision of a run on a
+    GPU with TF32 (its device key's class ``unk``, :func:`~.evidence.device_key`): the spec
+    sheet reads the FP32 peak, though PyTorch runs convolutions in TF32 there by default. On
+    sia2023, which records none, the A100 ran bert and ResNet-18 2-2.9x faster than its V100
+    where the FP32 peaks say 1.24x (docs/figures/gpu_moves.md)."""
+    gpus = [key.rpartition("|")[0] for key in (src, dst) if key.endswith("|unk")]
+    if not gpus:
+        return ""
+    return (f"; precision not recorded on {' and '.join(dict.fromkeys(gpus))}: its peak read "
+            f"as FP32, though PyTorch runs convolutions there in TF32 by default (a precision "
+            f"column says which)")
 
 
 def _own_interval(res: np.ndarray, coverage: float) -> tuple[float, float, float]:
