@@ -394,9 +394,9 @@ def print_table(pivot: pd.DataFrame) -> None:
 
 
 def print_coverage(held: pd.DataFrame, nominal: float = 0.8) -> None:
-    """Coverage pooled over rows, and with each split weighed alike as the MAPE is (a split's
-    share inside, averaged): lambda2025's H100 holds 724 of its 1,607 rows, most of them
-    repeats of a few configurations, and sets the pooled figure almost alone."""
+    """Coverage pooled over rows, and with each split weighed alike as the MAPE of a scenario
+    is (a split's share inside, averaged): pooled, a GPU whose runs were repeated many times
+    weighs as often as it ran (docs/accuracy.md, "Interval coverage")."""
     held = held.assign(inside=(held["actual"] >= held["low"]) & (held["actual"] <= held["high"]))
     print(f"\ninterval coverage (nominal {nominal:.0%}), pooled held-out rows per data set:")
     print("| data set | rows | inside the interval | binomial tolerance (±2σ) | "

@@ -52,7 +52,7 @@ def test_without_any_evidence_the_move_is_the_spec_sheet_and_says_so() -> None:
                                                              rel=0.02)
 
 
-def test_a_spec_sheet_move_to_a_gpu_whose_precision_was_not_recorded_says_so() -> None:
+def test_a_spec_sheet_move_to_a_gpu_whose_precision_was_not_given_says_so() -> None:
     # The table records no precision (an imported one): on a T4 (Turing) the run can only have
     # been FP32; on an A100 PyTorch's default runs convolutions in TF32, which the FP32 peak
     # the spec sheet reads does not see. With a precision column, nothing is said.
@@ -63,13 +63,21 @@ def test_a_spec_sheet_move_to_a_gpu_whose_precision_was_not_recorded_says_so() -
                           "batch_size": [32], "iterations": 10})
     detail = model.predict_table(query)["detail"].iloc[0]
     assert "spec sheet only" in detail
-    assert "precision not recorded on NVIDIA A100-SXM4-40GB" in detail
-    assert "Tesla T4" not in detail.partition("precision not recorded")[2]
+    assert "precision not given for NVIDIA A100-SXM4-40GB" in detail
+    assert "Tesla T4" not in detail.partition("precision not given")[2]
     recorded = alone.assign(precision="fp32")
     model = TrainingTimeModel(evidence=empty_base()).fit(recorded.drop(columns="time_s"),
                                                          recorded["time_s"])
     detail = model.predict_table(query.assign(precision="fp32"))["detail"].iloc[0]
-    assert "spec sheet only" in detail and "not recorded" not in detail
+    assert "spec sheet only" in detail and "not given" not in detail
+    # A query that leaves the precision out on the A100 is read as FP32 too, and says so.
+    assert "precision not given for NVIDIA A100" in model.predict_table(query)["detail"].iloc[0]
+    # From an A100 whose precision was not given, to a T4: the source is named.
+    a100 = alone.assign(gpu="NVIDIA A100-SXM4-40GB")
+    model = TrainingTimeModel(evidence=empty_base()).fit(a100.drop(columns="time_s"),
+                                                         a100["time_s"])
+    detail = model.predict_table(query.assign(gpu="Tesla T4"))["detail"].iloc[0]
+    assert "precision not given for NVIDIA A100-SXM4-40GB:" in detail
 
 
 def test_a_source_that_ran_the_asked_batch_outweighs_one_carried_from_a_tenth_of_it() -> None:

@@ -188,17 +188,16 @@ class EvidenceMove:
 
 
 def _unrecorded(src: str, dst: str) -> str:
-    """The words a spec-sheet move adds where a table did not record the precision of a run on a
-    GPU with TF32 (its device key's class ``unk``, :func:`~.evidence.device_key`): the spec
-    sheet reads the FP32 peak, though PyTorch runs convolutions in TF32 there by default. On
-    sia2023, which records none, the A100 ran bert and ResNet-18 2-2.9x faster than its V100
-    where the FP32 peaks say 1.24x (docs/figures/gpu_moves.md)."""
+    """The words a spec-sheet move adds where the precision of a run, or of the query, on a GPU
+    with TF32 was not given (its device key's class ``unk``, :func:`~.evidence.device_key`):
+    the spec sheet reads the FP32 peak, which is not what PyTorch's defaults run there
+    (docs/figures/gpu_moves.md measures what that costs on sia2023's A100)."""
     gpus = [key.rpartition("|")[0] for key in (src, dst) if key.endswith("|unk")]
     if not gpus:
         return ""
-    return (f"; precision not recorded on {' and '.join(dict.fromkeys(gpus))}: its peak read "
-            f"as FP32, though PyTorch runs convolutions there in TF32 by default (a precision "
-            f"column says which)")
+    return (f"; precision not given for {' and '.join(dict.fromkeys(gpus))}: its peak read "
+            f"as FP32, though PyTorch runs convolutions there in TF32 by default (matrix "
+            f"products too in 1.7-1.11; a precision column says which)")
 
 
 def _own_interval(res: np.ndarray, coverage: float) -> tuple[float, float, float]:
