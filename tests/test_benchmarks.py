@@ -104,3 +104,15 @@ def test_batch_reach_counts_the_reach_in_measured_spacings_and_scores_each_asked
     assert (rows["low"] <= rows["pred"]).all() and (rows["pred"] <= rows["high"]).all()
     lines = module.report(rows.assign(source="sia2023"))
     assert any(line.startswith("| [0.0, 1.5) | 2 |") for line in lines)
+
+
+def test_coverage_weighs_each_split_alike_beside_the_pooled_rows(capsys) -> None:
+    # Split 0: 8 rows, all inside; split 1: 2 rows, none inside. Pooled 80%, by split 50%.
+    rows = [{"split": 0, "actual": 1.0, "low": 0.5, "high": 2.0} for _ in range(8)]
+    rows += [{"split": 1, "actual": 3.0, "low": 0.5, "high": 2.0} for _ in range(2)]
+    held = pd.DataFrame(rows).assign(scenario="s", dataset="d", kind="transfer",
+                                     expected=0.1)
+    accuracy.print_coverage(held)
+    out = capsys.readouterr().out
+    assert "| d | 10 | 80.0% |" in out and "| 50.0% |" in out
+    assert "80% inside (50% with each split alike)" in out
