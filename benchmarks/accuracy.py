@@ -409,13 +409,13 @@ def print_coverage(held: pd.DataFrame, nominal: float = 0.8) -> None:
               f"{100 * nominal:.0f} ± {100 * tol:.1f}% | {100 * per_split:.1f}% | "
               f"{100 * part['expected'].median():.1f}% |")
     print("\nper scenario and kind:")
-    table = held.groupby(["scenario", "kind"], sort=False).agg(
+    keys = ["scenario", "kind"]
+    table = held.groupby(keys, sort=False).agg(
         rows=("inside", "size"), inside=("inside", "mean"), expected=("expected", "median"))
+    per_split = held.groupby([*keys, "split"])["inside"].mean().groupby(level=keys).mean()
     for (scenario, kind), r in table.iterrows():
-        per_split = held[(held["scenario"] == scenario) & (held["kind"] == kind)].groupby(
-            "split")["inside"].mean().mean()
         print(f"- {scenario}, {kind}: {int(r['rows'])} rows, {100 * r['inside']:.0f}% inside "
-              f"({100 * per_split:.0f}% with each split alike), "
+              f"({100 * per_split[(scenario, kind)]:.0f}% with each split alike), "
               f"expected error {100 * r['expected']:.1f}%")
 
 

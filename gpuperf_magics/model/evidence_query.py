@@ -197,7 +197,8 @@ def _unrecorded(src: str, dst: str) -> str:
         return ""
     return (f"; precision not given for {' and '.join(dict.fromkeys(gpus))}: its peak read "
             f"as FP32, though PyTorch runs convolutions there in TF32 by default (matrix "
-            f"products too in 1.7-1.11; a precision column says which)")
+            f"products too in 1.7-1.11); say which with a precision column in the imported "
+            f"table, or --precision fp32|tf32|amp when asking")
 
 
 def _own_interval(res: np.ndarray, coverage: float) -> tuple[float, float, float]:
