@@ -141,3 +141,55 @@ def test_a_spec_sheet_moves_interval_widens_with_the_peak_ratio_of_its_two_gpus(
                                                                          ("wide", wide))}
     assert width["wide"] / width["flat"] == pytest.approx(
         math.sqrt(0.5 ** 2 + (0.5 * ratio) ** 2) / 0.5, rel=0.05)
+
+
+def test_other_hosts_evidence_is_drawn_as_wide_as_its_few_sources_leave_it() -> None:
+    """A network measured on a T4 alone, asked on an A100: its move rests on public evidence
+    (other hosts), whose calibration measured the spread between sources on the base's own
+    sources. Two sources leave it known to one degree of freedom: the interval (in log) is
+    Student's t over the normal's quantile wider than with five (2.40 against 1.20 at 80%).
+    The answer does not move, and evidence of the user's own store is not widened."""
+    import math
+    from statistics import NormalDist
+
+    from gpuperf_magics.model.evidence import COLUMNS, EvidenceBase, family_of
+    from gpuperf_magics.model.evidence_move import LEVELS, few_sources
+
+    store = _store(ratio=0.6).assign(precision="fp32")
+    others = store[store["network"] != "new"]
+    z = [round(NormalDist().inv_cdf(q), 4) for q in LEVELS]
+    entry = {"quantiles": [0.3 * x for x in z], "z_quantiles": z, "mape": 0.2, "n": 400}
+
+    def public(sources: int) -> EvidenceBase:
+        rows = others.assign(
+            workload=others["network"] + "|" + others["batch_size"].astype(str),
+            t=others["time_s"] / others["iterations"],
+            source=[f"lab{int(n[-1]) % sources}" for n in others["network"]],
+            family=[family_of(n)[0] for n in others["network"]],
+            kind=[family_of(n)[1] for n in others["network"]], quality=1.0)
+        base = EvidenceBase(rows[list(COLUMNS)].reset_index(drop=True))
+        base.calibration = {b: entry for b in ("gpu:direct", "gpu:weak", "gpu:chain",
+                                                "gpu:spec")}
+        return base
+
+    query = pd.DataFrame({"network": ["new"], "gpu": "NVIDIA A100-SXM4-40GB",
+                          "batch_size": [32], "iterations": 10, "precision": "fp32"})
+
+    def row(data: pd.DataFrame, sources: int) -> pd.Series:
+        model = TrainingTimeModel(evidence=public(sources)).fit(data.drop(columns="time_s"),
+                                                                data["time_s"])
+        return model.predict_table(query).iloc[0]
+
+    alone = store[store["network"] == "new"]
+    two, five = row(alone, 2), row(alone, 5)
+    assert "workloads measured on both" in two["detail"]
+    assert two["time_s"] == five["time_s"]
+    width = {k: math.log(r["time_high_s"] / r["time_low_s"]) for k, r in (("two", two),
+                                                                         ("five", five))}
+    assert width["two"] / width["five"] == pytest.approx(
+        few_sources(0.8, 2) / few_sources(0.8, 5), rel=1e-6)
+    assert few_sources(0.8, 2) == pytest.approx(2.402, abs=1e-3)
+    # The user's own networks measured on both GPUs: their evidence is the user's hosts'.
+    mine = {k: row(store, k) for k in (2, 5)}
+    assert mine[2]["time_low_s"] == mine[5]["time_low_s"]
+    assert mine[2]["time_high_s"] == mine[5]["time_high_s"]

@@ -25,6 +25,7 @@ from gpuperf_magics.model.evidence_move import (
     Query,
     Settings,
     estimate,
+    few_sources,
     from_other_hosts,
     interval,
     reach_variance,
@@ -68,13 +69,18 @@ class EvidenceMove:
     #: Seconds per iteration of the spec-sheet move alone, for the last :meth:`combine`.
     last_spec: float = float("nan")
     kind: str | None = field(default=None)
+    #: Public sources the calibration of moves between sources was measured on (-1: count).
+    sources: int = -1
 
     def __post_init__(self) -> None:
         self.kind = family_of(self.network)[1]
         self.settings = Settings.of(self.public.settings)
+        if self.sources < 0:
+            self.sources = int(self.public.frame["source"].nunique())
 
     def for_network(self, network: str) -> EvidenceMove:
-        return EvidenceMove(self.own, self.public, self.prior_move, network)
+        return EvidenceMove(self.own, self.public, self.prior_move, network,
+                            sources=self.sources)
 
     def bases(self) -> list[EvidenceBase]:
         if self.withhold:
@@ -109,7 +115,8 @@ class EvidenceMove:
         return Estimate(math.log(t_src) + est.log_ratio, est.sd, est.bucket,
                         est.detail + (_unrecorded(src, dst) if est.bucket.endswith(":spec")
                                       else ""), est.workloads, spec=math.log(prior_t),
-                        reach_var=reach_variance(carried, self.settings), prior=est.prior)
+                        reach_var=reach_variance(carried, self.settings), prior=est.prior,
+                        other_hosts=est.other_hosts)
 
     def combine(self, estimates: list[Estimate]) -> float:
         """Seconds per iteration from the sources' estimates: the median of their log times
@@ -146,6 +153,12 @@ class EvidenceMove:
         spread = (spec_sd(last.prior, last.bucket.partition(":")[0], self.settings)
                   if math.isfinite(last.prior) else None)
         public = interval(self.public.calibration, last.bucket, coverage, last.sd, spread)
+        if last.other_hosts and last.bucket.startswith("gpu:"):
+            # A GPU move by other hosts' evidence (a host-bound series' too) errs by a spread
+            # the base's few sources measured; a move between precisions is the GPU's and
+            # the network's, as the cross-source factor on its weight says too.
+            k = few_sources(coverage, self.sources)
+            public = (k * public[0], k * public[1], public[2])
         res = own.get(last.bucket)
         if res is None or len(res) < OWN_CALIBRATION:
             return public
