@@ -220,7 +220,6 @@ class DefaultModel(GlobalModel):
                                  ignore_index=True))
         public = self.evidence if self.evidence is not None else (
             shipped_evidence() if self.public_data else empty_base())
-        sources = int(public.frame["source"].nunique())
         jobs = []
         for net in self.networks_:
             mine = np.flatnonzero(nets == net)
@@ -228,7 +227,7 @@ class DefaultModel(GlobalModel):
             agg_rows = np.flatnonzero(np.isin(first, mine))
             position = np.searchsorted(mine, first[agg_rows])
             loc = self.local_[net]
-            loc.evidence = EvidenceMove(own, public, loc.move, net, sources=sources)
+            loc.evidence = EvidenceMove(own, public, loc.move, net)
             jobs.append((loc, (net, prep_agg, medians, agg_rows, position)))
         n_workers = workers(self.n_jobs, len(first), len(jobs))
         refitter = Refitter(self._settings(), self.random_state, self.coverage)

@@ -121,6 +121,8 @@ class EvidenceBase:
         self.log_b = np.log(f["batch_size"].to_numpy(float))
         self.quality = f["quality"].to_numpy(float)
         self.group = (f["family"].astype(str) + "@" + f["source"].astype(str)).to_numpy()
+        #: Sources the base holds: how many a spread between sources was measured on.
+        self.n_sources = int(f["source"].nunique())
         self._pairs: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
         self.by_device: dict[str, dict[str, int]] = {}
         self.by_workload: dict[str, list[int]] = {}  # workload → its rows, on every device

@@ -69,18 +69,13 @@ class EvidenceMove:
     #: Seconds per iteration of the spec-sheet move alone, for the last :meth:`combine`.
     last_spec: float = float("nan")
     kind: str | None = field(default=None)
-    #: Public sources the calibration of moves between sources was measured on (-1: count).
-    sources: int = -1
 
     def __post_init__(self) -> None:
         self.kind = family_of(self.network)[1]
         self.settings = Settings.of(self.public.settings)
-        if self.sources < 0:
-            self.sources = int(self.public.frame["source"].nunique())
 
     def for_network(self, network: str) -> EvidenceMove:
-        return EvidenceMove(self.own, self.public, self.prior_move, network,
-                            sources=self.sources)
+        return EvidenceMove(self.own, self.public, self.prior_move, network)
 
     def bases(self) -> list[EvidenceBase]:
         if self.withhold:
@@ -157,7 +152,7 @@ class EvidenceMove:
             # A GPU move by other hosts' evidence (a host-bound series' too) errs by a spread
             # the base's few sources measured; a move between precisions is the GPU's and
             # the network's, as the cross-source factor on its weight says too.
-            k = few_sources(coverage, self.sources)
+            k = few_sources(coverage, self.public.n_sources)
             public = (k * public[0], k * public[1], public[2])
         res = own.get(last.bucket)
         if res is None or len(res) < OWN_CALIBRATION:
@@ -211,7 +206,7 @@ def _unrecorded(src: str, dst: str) -> str:
     return (f"; precision not given for {' and '.join(dict.fromkeys(gpus))}: its peak read "
             f"as FP32, though PyTorch runs convolutions there in TF32 by default (matrix "
             f"products too in 1.7-1.11); say which with a precision column in the imported "
-            f"table, or --precision fp32|tf32|amp when asking")
+            f"table, or when asking (--precision fp32|tf32|amp; precision='tf32' in Python)")
 
 
 def _own_interval(res: np.ndarray, coverage: float) -> tuple[float, float, float]:
