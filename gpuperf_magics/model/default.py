@@ -344,6 +344,9 @@ class DefaultModel(GlobalModel):
             chosen = local.moves.get(key) or local.moves[family(key)]
             lo, hi = _interval(chosen.logres, cov, chosen.groups if r.new_gpu else None,
                                sample=not chosen.prior)
+            new_gpu = _new_gpu_interval(self, local, r, hw[i], preds, cov)
+            if new_gpu is not None:
+                lo, hi = min(lo, new_gpu[0]), max(hi, new_gpu[1])
             # The noise of the runs this answer is drawn from, where they ran repeats enough
             # to tell it: a network's short configurations are often noisier than its long ones.
             near = _near_noise(local.runs, r, cov)
@@ -504,6 +507,40 @@ def _busy(frame: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(frame))
     values = pd.to_numeric(frame["busy"].astype(object), errors="coerce")
     return (values.fillna(0).to_numpy(float) > 0).astype(float)
+
+
+def _new_gpu_interval(model: DefaultModel, local: _Local, r: Any, h: np.ndarray,
+                      preds: dict[str, float], coverage: float) -> tuple[float, float] | None:
+    """(low, high) that a move to a GPU the network never ran, beyond the range of those it
+    ran (``h``, the asked GPU's hardware row, above their highest or below their lowest peak
+    or bandwidth), is drawn at least as wide as, whichever method answers it: its evidence
+    move's (the public calibration of moves to a new GPU, or the user's own where validated
+    enough). The network's own moves were validated between its GPUs, within their range:
+    sia2023's unseen A100 and T4, answered by the cross-series fit from its other four GPUs,
+    were 40% and 61% inside their own intervals. A GPU inside the range keeps them
+    (lattuada2022's K80 and M60, between its P600 and GTX 1080 Ti, were 74% inside; the
+    public interval of a move that far would have put all inside at four times the width).
+    None: not such a move, or no evidence move for this row (its
+    :attr:`~.EvidenceMove.last` would be another row's)."""
+    if r.kind != "gpu" or not r.new_gpu or "evidence" not in preds or local.evidence is None:
+        return None
+    last = local.evidence.last
+    specs = len(local.hw_cols)  # the device codes that follow are names, not a scale
+    if last is None or not _beyond_measured(local.index.hw[:, :specs], h[:specs]):
+        return None
+    lo, hi, _ = local.evidence.interval(model.evidence_residuals_, last, coverage,
+                                        getattr(model, "evidence_groups_", {}))
+    return lo, hi
+
+
+def _beyond_measured(measured: np.ndarray, h: np.ndarray) -> bool:
+    """Whether hardware row ``h`` lies outside the range of the ``measured`` rows in some
+    column (a column unknown on either side tells nothing)."""
+    for j in range(min(measured.shape[1], len(h))):
+        col = measured[:, j][np.isfinite(measured[:, j])]
+        if len(col) and np.isfinite(h[j]) and not col.min() <= h[j] <= col.max():
+            return True
+    return False
 
 
 def _source_error(local: _Local, r: Any, v: np.ndarray,
