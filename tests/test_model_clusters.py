@@ -5,6 +5,7 @@ and their use by the default model)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -152,49 +153,85 @@ def test_a_move_to_an_unmeasured_gpu_is_at_least_as_wide_as_the_gpus_spread_allo
     assert est.local_["net0"].moves["gpu"].groups is None
 
 
-def test_a_gpu_beyond_those_run_is_as_uncertain_as_its_evidence_move_whichever_answers(
-) -> None:
-    """Five networks whose time is a compute term plus a memory term, each measured on four
-    alike GPUs (a T4, an RTX 2080 Ti, a V100, a Quadro RTX 6000): where the cross-series fit
-    wins the network's own validation (moves between those four, about 1% off), its
-    interval on an A100, above them all in peak and bandwidth, is still at least the
-    evidence move's to a GPU never run (the public calibration), not the four GPUs' 1%. A
-    Quadro RTX 5000, inside their range, keeps the fit's own interval."""
-    from gpuperf_magics.hardware import catalog
-    from gpuperf_magics.model.default import _interval
+#: Four alike GPUs (a T4, an RTX 2080 Ti, a V100, a Quadro RTX 6000).
+ALIKE = ("Tesla T4", "NVIDIA GeForce RTX 2080 Ti", "Tesla V100-SXM2-16GB", "Quadro RTX 6000")
 
-    gpus = ["Tesla T4", "NVIDIA GeForce RTX 2080 Ti", "Tesla V100-SXM2-16GB", "Quadro RTX 6000"]
-    spec = {g: dict(catalog.lookup(g)) for g in gpus}
+
+def _compute_and_memory_runs(**extra: object) -> TrainingTimeModel:
+    """Five networks whose time is a compute term plus a memory term, each run on the four
+    :data:`ALIKE` GPUs at five batch sizes, twice (1% noise), fitted (``extra``: columns
+    every run has)."""
+    from gpuperf_magics.hardware import catalog
+
+    spec = {g: dict(catalog.lookup(g)) for g in ALIKE}
     rng = np.random.default_rng(0)
-    rows = [{"network": f"net{k}", "gpu": g, "batch_size": b, "iterations": 10,
+    rows = [{"network": f"net{k}", "gpu": g, "batch_size": b, "iterations": 10, **extra,
              "time_s": 10 * b * (0.002 * (k + 1) / spec[g]["gpu_fp32_tflops"]
                                  + 0.05 * (k + 1) / spec[g]["gpu_bandwidth_gbs"])
              * math.exp(rng.normal(0.0, 0.01))}
-            for k in range(5) for g in gpus for b in (16, 32, 64, 128, 256) for _ in range(2)]
+            for k in range(5) for g in ALIKE for b in (16, 32, 64, 128, 256) for _ in range(2)]
     store = pd.DataFrame(rows)
-    model = TrainingTimeModel().fit(store.drop(columns="time_s"), store["time_s"])
+    return TrainingTimeModel().fit(store.drop(columns="time_s"), store["time_s"])
+
+
+def _evidence_and_own(model: TrainingTimeModel, net: str) -> tuple[tuple[float, ...], Any]:
+    """The interval and expected error of the evidence move of the row just asked (its last
+    estimate is that row's), and the network's chosen move to a new device."""
+    est = model.estimator_
+    local = est.local_[net]
+    return (local.evidence.interval(est.evidence_residuals_, local.evidence.last, 0.8,
+                                    est.evidence_groups_), local.moves["transfer"])
+
+
+def test_a_gpu_beyond_those_run_is_as_uncertain_as_its_evidence_move_whichever_answers(
+) -> None:
+    """Where the cross-series fit wins a network's own validation (moves between the four
+    alike GPUs, about 1% off), its interval and expected error on an A100, above them all in
+    peak and bandwidth, are still at least the evidence move's to a GPU never run (the
+    public calibration), not the four GPUs' 1%. A Quadro RTX 5000, inside their range,
+    keeps the fit's own."""
+    from gpuperf_magics.model.default import _interval
+
+    model = _compute_and_memory_runs()
     est = model.estimator_
     fitted = [k for k in range(5) if est.local_[f"net{k}"].moves["transfer"].method == "global"]
     assert fitted, "the cross-series fit won no network's validation: the case is not made"
     for k in fitted:
-        local = est.local_[f"net{k}"]
         query = pd.DataFrame([{"network": f"net{k}", "gpu": "NVIDIA A100-SXM4-40GB",
                                "batch_size": 64, "iterations": 10}])
         row = model.predict_table(query).iloc[0]
         assert row["kind"] == "transfer" and "measured evidence" not in row["detail"]
-        # The interval of the same move by evidence (its last estimate is this row's).
-        e_lo, e_hi, _ = local.evidence.interval(est.evidence_residuals_, local.evidence.last,
-                                                0.8, est.evidence_groups_)
-        own = local.moves["transfer"]
+        (e_lo, e_hi, e_mape), own = _evidence_and_own(model, f"net{k}")
         o_lo, o_hi = _interval(own.logres, 0.8, own.groups, sample=not own.prior)
         assert o_hi - o_lo < 0.25 * (e_hi - e_lo)  # the four alike GPUs' own interval
         assert math.log(row["time_low_s"] / row["time_s"]) <= e_lo + 1e-9
         assert math.log(row["time_high_s"] / row["time_s"]) >= e_hi - 1e-9
+        # The expected error says it alike, not the four GPUs' 1%.
+        assert e_mape > 5 * own.mape
+        assert row["expected_mape"] >= e_mape - 1e-9
         inside = model.predict_table(query.assign(gpu="Quadro RTX 5000")).iloc[0]
         assert "measured evidence" not in inside["detail"]
-        e_lo, e_hi, _ = local.evidence.interval(est.evidence_residuals_, local.evidence.last,
-                                                0.8, est.evidence_groups_)
+        (e_lo, e_hi, e_mape), _ = _evidence_and_own(model, f"net{k}")
         assert math.log(inside["time_high_s"] / inside["time_low_s"]) < 0.5 * (e_hi - e_lo)
+        assert inside["expected_mape"] < 0.5 * e_mape
+
+
+def test_a_precision_never_run_is_as_uncertain_as_its_evidence_move() -> None:
+    """The same networks run in FP32 and asked in AMP on a GPU they ran: a device never run
+    (its effective peak above every FP32 one). Their own moves between FP32 GPUs, about 1%
+    off, say nothing of what AMP gains (1.3-3x between networks on lambda2025); the
+    interval and expected error are at least the move between precisions' evidence."""
+    model = _compute_and_memory_runs(precision="fp32")
+    for k in range(5):
+        query = pd.DataFrame([{"network": f"net{k}", "gpu": ALIKE[2], "batch_size": 64,
+                               "iterations": 10, "precision": "amp"}])
+        row = model.predict_table(query).iloc[0]
+        assert row["kind"] == "transfer"
+        (e_lo, e_hi, e_mape), own = _evidence_and_own(model, f"net{k}")
+        assert own.mape < 0.05 < e_mape
+        assert math.log(row["time_low_s"] / row["time_s"]) <= e_lo + 1e-9
+        assert math.log(row["time_high_s"] / row["time_s"]) >= e_hi - 1e-9
+        assert row["expected_mape"] >= e_mape - 1e-9
 
 
 @pytest.mark.parametrize("n", [6, 8, 9, 12, 20, 40])

@@ -332,6 +332,8 @@ class DefaultModel(GlobalModel):
         repeat = local.moves["repeat"]
         lo, hi = _interval(repeat.logres, cov, sample=not repeat.prior)
         noise = (lo, hi, repeat.mape)
+        # The range of the GPUs it ran (the device codes after the hardware are names).
+        measured = _hardware_range(index.hw[:, :len(local.hw_cols)])
         for i, row in enumerate(rows):
             r = route(index, values[i], hw[i], everyone)
             if r.kind == "none":
@@ -344,9 +346,6 @@ class DefaultModel(GlobalModel):
             chosen = local.moves.get(key) or local.moves[family(key)]
             lo, hi = _interval(chosen.logres, cov, chosen.groups if r.new_gpu else None,
                                sample=not chosen.prior)
-            new_gpu = _new_gpu_interval(self, local, r, hw[i], preds, cov)
-            if new_gpu is not None:
-                lo, hi = min(lo, new_gpu[0]), max(hi, new_gpu[1])
             # The noise of the runs this answer is drawn from, where they ran repeats enough
             # to tell it: a network's short configurations are often noisier than its long ones.
             near = _near_noise(local.runs, r, cov)
@@ -359,6 +358,9 @@ class DefaultModel(GlobalModel):
             if single is not None:  # one batch measured on a GPU: the public elasticities
                 lo, hi, base = single
                 wider, cap = 1.0, math.inf
+            floor = _new_gpu_interval(self, local, r, hw[i], preds, cov, measured)
+            if floor is not None:
+                lo, hi, base = min(lo, floor[0]), max(hi, floor[1]), max(base, floor[2])
             # A move to another GPU or precision starts from the source device's answer, which
             # is itself a move where that configuration was not measured there.
             source = _source_error(local, r, values[i], cov)
@@ -510,37 +512,49 @@ def _busy(frame: pd.DataFrame) -> np.ndarray:
 
 
 def _new_gpu_interval(model: DefaultModel, local: _Local, r: Any, h: np.ndarray,
-                      preds: dict[str, float], coverage: float) -> tuple[float, float] | None:
-    """(low, high) that a move to a GPU the network never ran, beyond the range of those it
-    ran (``h``, the asked GPU's hardware row, above their highest or below their lowest peak
-    or bandwidth), is drawn at least as wide as, whichever method answers it: its evidence
-    move's (the public calibration of moves to a new GPU, or the user's own where validated
-    enough). The network's own moves were validated between its GPUs, within their range:
-    sia2023's unseen A100 and T4, answered by the cross-series fit from its other four GPUs,
-    were 40% and 61% inside their own intervals. A GPU inside the range keeps them
-    (lattuada2022's K80 and M60, between its P600 and GTX 1080 Ti, were 74% inside; the
-    public interval of a move that far would have put all inside at four times the width).
-    None: not such a move, or no evidence move for this row (its
-    :attr:`~.EvidenceMove.last` would be another row's)."""
+                      preds: dict[str, float], coverage: float, measured: np.ndarray
+                      ) -> tuple[float, float, float] | None:
+    """(low, high, expected error) that a move to a GPU the network never ran, beyond the
+    range of those it ran (``measured``, :func:`_hardware_range`: ``h``, the asked GPU's
+    hardware row, above their highest or below their lowest peak or bandwidth), is drawn at
+    least as wide as, whichever method answers it: its evidence move's (the public
+    calibration of moves to a new GPU, or the user's own where validated enough). The
+    network's own moves were validated between its GPUs, within their range: sia2023's
+    unseen A100 and T4, answered by the cross-series fit from its other four GPUs, were 40%
+    and 61% inside their own intervals. A GPU inside the range keeps them (lattuada2022's
+    K80 and M60, between its P600 and GTX 1080 Ti, were 74% inside; the public interval of a
+    move that far would have put all inside at four times the width). A precision the
+    network never ran on a GPU is such a device too (its effective peak lies outside the
+    others'): its moves between FP32 GPUs say nothing of what AMP gains it. None: not such
+    a move, or no evidence move for this row (its :attr:`~.EvidenceMove.last` would be
+    another row's)."""
     if r.kind != "gpu" or not r.new_gpu or "evidence" not in preds or local.evidence is None:
         return None
     last = local.evidence.last
-    specs = len(local.hw_cols)  # the device codes that follow are names, not a scale
-    if last is None or not _beyond_measured(local.index.hw[:, :specs], h[:specs]):
+    if last is None or not _beyond(measured, h):
         return None
-    lo, hi, _ = local.evidence.interval(model.evidence_residuals_, last, coverage,
-                                        getattr(model, "evidence_groups_", {}))
-    return lo, hi
+    return local.evidence.interval(model.evidence_residuals_, last, coverage,
+                                   getattr(model, "evidence_groups_", {}))
 
 
-def _beyond_measured(measured: np.ndarray, h: np.ndarray) -> bool:
-    """Whether hardware row ``h`` lies outside the range of the ``measured`` rows in some
-    column (a column unknown on either side tells nothing)."""
-    for j in range(min(measured.shape[1], len(h))):
-        col = measured[:, j][np.isfinite(measured[:, j])]
-        if len(col) and np.isfinite(h[j]) and not col.min() <= h[j] <= col.max():
-            return True
-    return False
+def _hardware_range(hw: np.ndarray) -> np.ndarray:
+    """(2, columns): the lowest and highest known value of each hardware column (NaN where
+    none is known), computed once per network rather than per asked row."""
+    out = np.full((2, hw.shape[1]), np.nan)
+    for j in range(hw.shape[1]):
+        col = hw[:, j][np.isfinite(hw[:, j])]
+        if len(col):
+            out[:, j] = col.min(), col.max()
+    return out
+
+
+def _beyond(measured: np.ndarray, h: np.ndarray) -> bool:
+    """Whether hardware row ``h`` lies outside the ``measured`` range in some column (a
+    column unknown on either side tells nothing)."""
+    k = min(measured.shape[1], len(h))
+    lo, hi, x = measured[0, :k], measured[1, :k], np.asarray(h[:k], float)
+    known = np.isfinite(lo) & np.isfinite(x)
+    return bool(np.any(known & ((x < lo) | (x > hi))))
 
 
 def _source_error(local: _Local, r: Any, v: np.ndarray,
