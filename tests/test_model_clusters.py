@@ -209,8 +209,10 @@ def test_a_gpu_beyond_those_run_is_as_uncertain_as_its_evidence_move_whichever_a
         # The expected error says it alike, not the four GPUs' 1%.
         assert e_mape > 5 * own.mape
         assert row["expected_mape"] >= e_mape - 1e-9
+        assert "than any GPU or precision this network ran" in row["detail"]
         inside = model.predict_table(query.assign(gpu="Quadro RTX 5000")).iloc[0]
         assert "measured evidence" not in inside["detail"]
+        assert "than any GPU or precision this network ran" not in inside["detail"]
         (e_lo, e_hi, e_mape), _ = _evidence_and_own(model, f"net{k}")
         assert math.log(inside["time_high_s"] / inside["time_low_s"]) < 0.5 * (e_hi - e_lo)
         assert inside["expected_mape"] < 0.5 * e_mape
@@ -226,7 +228,7 @@ def test_a_precision_never_run_is_as_uncertain_as_its_evidence_move() -> None:
         query = pd.DataFrame([{"network": f"net{k}", "gpu": ALIKE[2], "batch_size": 64,
                                "iterations": 10, "precision": "amp"}])
         row = model.predict_table(query).iloc[0]
-        assert row["kind"] == "transfer"
+        assert row["kind"] == "transfer" and "than any GPU or precision this network ran" in row["detail"]
         (e_lo, e_hi, e_mape), own = _evidence_and_own(model, f"net{k}")
         assert own.mape < 0.05 < e_mape
         assert math.log(row["time_low_s"] / row["time_s"]) <= e_lo + 1e-9

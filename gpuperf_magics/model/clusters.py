@@ -101,9 +101,18 @@ def cluster_interval(logres: np.ndarray, groups: np.ndarray,
     # GPUs, or six of two runs each, in the tests' simulations).
     t = float(stdtrit(n_groups - 1, p))
     if runs > 0:
-        runs *= float(stdtrit(within_df, p)) / NormalDist().inv_cdf(p)
+        runs *= t_over_normal(within_df, coverage)
     half = math.hypot(t * math.sqrt(spread), runs)
     return centre - half, centre + half
+
+
+def t_over_normal(df: float, coverage: float) -> float:
+    """How much wider a two-sided interval at ``coverage`` is drawn when its spread is known
+    from ``df`` degrees of freedom: Student's t quantile over the normal's."""
+    from scipy.special import stdtrit
+
+    p = (1.0 + coverage) / 2.0
+    return float(stdtrit(df, p)) / NormalDist().inv_cdf(p)
 
 
 def at_least_cluster(lo: float, hi: float, logres: np.ndarray, groups: np.ndarray | None,

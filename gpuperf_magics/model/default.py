@@ -361,6 +361,7 @@ class DefaultModel(GlobalModel):
             floor = _new_gpu_interval(self, local, r, hw[i], preds, cov, measured)
             if floor is not None:
                 lo, hi, base = min(lo, floor[0]), max(hi, floor[1]), max(base, floor[2])
+            beyond = BEYOND_RUN if floor is not None else ""
             # A move to another GPU or precision starts from the source device's answer, which
             # is itself a move where that configuration was not measured there.
             source = _source_error(local, r, values[i], cov)
@@ -380,6 +381,7 @@ class DefaultModel(GlobalModel):
                 out.iat[row, col["time_high_s"]] = total * math.exp(hi)
                 out.iat[row, col["expected_mape"]] = math.hypot(min(base * wider, cap),
                                                                 run[2], setup[2], source[2])
+                out.iat[row, col["detail"]] = f"{out.iat[row, col['detail']]}{beyond}"
                 continue
             method = chosen.method if chosen.method in preds else next(iter(preds))
             expected = math.hypot(min(base * wider, cap), run[2], setup[2], source[2])
@@ -398,6 +400,8 @@ class DefaultModel(GlobalModel):
                 lo, hi = -math.hypot(lo, source[0]), math.hypot(hi, source[1])
                 expected = math.hypot(expected, source[2])
                 detail = f"{detail}: {last.detail}"
+            else:
+                detail += beyond
             total = preds[method] * its
             out.iat[row, col["time_s"]] = total
             out.iat[row, col["time_low_s"]] = total * math.exp(lo)
@@ -509,6 +513,11 @@ def _busy(frame: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(frame))
     values = pd.to_numeric(frame["busy"].astype(object), errors="coerce")
     return (values.fillna(0).to_numpy(float) > 0).astype(float)
+
+
+#: What the ``detail`` of a move floored by :func:`_new_gpu_interval` adds.
+BEYOND_RUN = ("; faster or slower than any GPU or precision this network ran: as uncertain "
+              "as a move to a new GPU (a run profiled there narrows it)")
 
 
 def _new_gpu_interval(model: DefaultModel, local: _Local, r: Any, h: np.ndarray,

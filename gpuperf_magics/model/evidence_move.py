@@ -36,6 +36,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from gpuperf_magics.model.clusters import t_over_normal
 from gpuperf_magics.model.evidence import EvidenceBase, alternates
 
 #: Buckets of evidence strength, strongest first.
@@ -497,10 +498,7 @@ def few_sources(coverage: float, sources: int) -> float:
     No source: 1."""
     if sources < 1:
         return 1.0
-    from scipy.special import stdtrit
-
-    p = (1.0 + coverage) / 2.0
-    return float(stdtrit(max(sources - 1, 1), p) / NormalDist().inv_cdf(p))
+    return t_over_normal(max(sources - 1, 1), coverage)
 
 
 def interval(calibration: dict, bucket: str, coverage: float,
