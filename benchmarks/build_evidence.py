@@ -220,8 +220,13 @@ def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ..
     settings = replace(settings, reach_batch=batch_reach)
     base.settings = {k: getattr(settings, k) for k in em.Settings.__dataclass_fields__}
     base.calibration = across_sources(best[2], cross)
+    base.calibration.update(em.calibrate(base, best[1], spec_prior, spec_only=True,
+                                         moves=SPEC_MOVES, balance=True))
     return base
 
+
+#: Moves the spec-sheet bucket is calibrated on, at most (it needs no evidence: cheap).
+SPEC_MOVES = 50_000
 
 #: Spec-sheet moves the reach spreads are fitted on, at most (a seeded random subset beyond).
 REACH_MOVES = 5000

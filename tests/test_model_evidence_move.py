@@ -272,3 +272,53 @@ def test_a_spec_sheet_moves_interval_widens_with_the_peak_ratio_it_spans() -> No
     # The far move: too narrow with one spread, about what it says with the peak term.
     assert inside[0.0, "far"] < 0.75
     assert 0.75 <= inside[0.3, "far"] <= 0.92
+
+
+def test_each_source_weighs_alike_in_a_balanced_calibration() -> None:
+    """A large source whose spec-sheet moves err little (σ 0.1 in log, 60 workloads) beside two
+    small ones that err much (σ 0.8, 6 workloads each): pooled, the large one sets the spread;
+    balanced, each source weighs a third, and the 10th and 90th percentiles are those of the
+    equal mixture of the three sources' errors (a new host is one more host)."""
+    from statistics import NormalDist
+
+    rng = np.random.default_rng(5)
+    sds = {"big": 0.1, "small1": 0.8, "small2": 0.8}
+    rows = []
+    for src, n in (("big", 60), ("small1", 6), ("small2", 6)):
+        for k in range(n):
+            t = 10 ** rng.uniform(-2, 0)
+            for gpu in ("A", "B", "C"):  # three GPUs: six moves per workload
+                err = sds[src] * rng.standard_normal() if gpu != "A" else 0.0
+                rows.append({"workload": f"{src}{k}", "family": f"{src}n{k}", "gpu": gpu,
+                             "batch_size": 32.0, "t": t * math.exp(err), "source": src})
+    base = _base(rows)
+    pooled = calibrate(base, S, lambda a, b: 0.0, spec_only=True, moves=10_000)
+    balanced = calibrate(base, S, lambda a, b: 0.0, spec_only=True, moves=10_000,
+                         balance=True)
+    levels = [0.1, 0.9]
+
+    def at(cal: dict, level: float) -> float:
+        from gpuperf_magics.model.evidence_move import LEVELS
+        return float(np.interp(level, LEVELS, cal["gpu:spec"]["quantiles"]))
+
+    # A move's error is the difference of two of its workload's errors (or one): per source,
+    # a normal of σ·√(4/3) on average over its six moves (two from A: σ; four: σ·√2).
+    def mixture_cdf(x: float) -> float:
+        out = 0.0
+        for sd in sds.values():
+            out += (2 * NormalDist(0, sd).cdf(x) + 4 * NormalDist(0, sd * math.sqrt(2)).cdf(x)
+                    ) / 6 / len(sds)
+        return out
+
+    def mixture_quantile(p: float) -> float:
+        lo, hi = -5.0, 5.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if mixture_cdf(mid) < p else (lo, mid)
+        return (lo + hi) / 2
+
+    for level in levels:
+        assert at(balanced, level) == pytest.approx(mixture_quantile(level), rel=0.2)
+        assert abs(at(pooled, level)) < 0.5 * abs(at(balanced, level))
+    assert balanced["gpu:spec"]["n"] == pooled["gpu:spec"]["n"]  # the count stays the moves'
+    assert balanced["gpu:spec"]["mape"] > 2 * pooled["gpu:spec"]["mape"]

@@ -392,7 +392,7 @@ CALIBRATION_MOVES = 800
 def calibrate(base: EvidenceBase, s: Settings,
               prior: Callable[[str, str], float], seed: int = 0, spec_only: bool = False,
               chains: bool = True, moves: int = CALIBRATION_MOVES,
-              cross: bool = False) -> dict[str, dict]:
+              cross: bool = False, balance: bool = False) -> dict[str, dict]:
     """Validated residuals per bucket on the base: each network family held out in turn.
 
     Every workload of the held-out family, on every pair of its devices (a random subset of
@@ -404,6 +404,8 @@ def calibrate(base: EvidenceBase, s: Settings,
     ``cross``: each workload is moved by the evidence of the *other* sources only, as a user's
     run is moved by measurements of other hosts (its own source's rows share its host's
     quirks, and moves inside one source err less than moves between sources).
+    ``balance``: each source weighs alike in every bucket's quantiles and MAPE, however many
+    moves it holds (a user's host is one more host, not one more move of the largest set).
     """
     rng = np.random.default_rng(seed)
     pairs = _moves(base)
@@ -420,6 +422,7 @@ def calibrate(base: EvidenceBase, s: Settings,
     res: dict[str, list[float]] = {f"{m}:{b}": [] for m in ("gpu", "precision")
                                    for b in BUCKETS}
     zs: dict[str, list[float]] = {b: [] for b in res}
+    of: dict[str, list[str]] = {b: [] for b in res}
     for i, j in pairs:
         actual = (base.log_t[j] - base.log_b[j]) - (base.log_t[i] - base.log_b[i])
         q = Query(base.device[i], base.device[j], float(base.log_t[i]), float(base.log_b[i]),
@@ -429,17 +432,28 @@ def calibrate(base: EvidenceBase, s: Settings,
         move = "precision" if is_precision_move(q.src, q.dst) else "gpu"
         res[f"{move}:spec"].append(actual - p)
         zs[f"{move}:spec"].append((actual - p) / spec_sd(p, move, s))
+        of[f"{move}:spec"].append(source[i])
         if spec_only:
             continue
         est = estimate([evidence], q, p, s)
         if not est.bucket.endswith(":spec"):
             res[est.bucket].append(actual - est.log_ratio)
             zs[est.bucket].append((actual - est.log_ratio) / est.sd)
+            of[est.bucket].append(source[i])
         via = estimate([evidence], q, p, s, allow_direct=False) if chains else None
         if via is not None and via.bucket.endswith(":chain"):
             res[via.bucket].append(actual - via.log_ratio)
             zs[via.bucket].append((actual - via.log_ratio) / via.sd)
-    return {b: summary(np.array(v), np.array(zs[b])) for b, v in res.items() if len(v)}
+            of[via.bucket].append(source[i])
+    return {b: summary(np.array(v), np.array(zs[b]),
+                       _alike(np.array(of[b])) if balance else None)
+            for b, v in res.items() if len(v)}
+
+
+def _alike(groups: np.ndarray) -> np.ndarray:
+    """Weights under which each group of ``groups`` sums to one."""
+    _, inverse, counts = np.unique(groups, return_inverse=True, return_counts=True)
+    return 1.0 / counts[inverse]
 
 
 def cross_variance(calibration: dict[str, dict], min_moves: int) -> float:
@@ -460,14 +474,28 @@ def cross_variance(calibration: dict[str, dict], min_moves: int) -> float:
     return round(max(1.0, k2), 2)
 
 
-def summary(res: np.ndarray, z: np.ndarray | None = None) -> dict:
+def summary(res: np.ndarray, z: np.ndarray | None = None,
+            weights: np.ndarray | None = None) -> dict:
     """Quantiles at :data:`LEVELS`, MAPE and count of log residuals (rounded: stable text);
-    with ``z`` (the residuals over each move's own spread), their quantiles too."""
-    out = {"quantiles": [round(float(x), 4) for x in np.quantile(res, LEVELS)],
-           "mape": round(float(np.mean(np.abs(np.exp(-res) - 1))), 4), "n": len(res)}
+    with ``z`` (the residuals over each move's own spread), their quantiles too; with
+    ``weights``, each residual weighs that much in both (the count stays the moves')."""
+    out = {"quantiles": [round(float(x), 4) for x in _quantiles(res, weights)],
+           "mape": round(float(np.average(np.abs(np.exp(-res) - 1), weights=weights)), 4),
+           "n": len(res)}
     if z is not None and len(z):
-        out["z_quantiles"] = [round(float(x), 4) for x in np.quantile(z, LEVELS)]
+        out["z_quantiles"] = [round(float(x), 4) for x in _quantiles(z, weights)]
     return out
+
+
+def _quantiles(x: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """``x``'s quantiles at :data:`LEVELS`, weighed (the weighted empirical CDF, linearly
+    interpolated between the midpoints of each value's mass; unweighted: numpy's default)."""
+    if weights is None:
+        return np.quantile(x, LEVELS)
+    order = np.argsort(x, kind="stable")
+    xs, w = x[order], weights[order] / weights.sum()
+    mid = np.cumsum(w) - w / 2
+    return np.interp(LEVELS, mid, xs)
 
 
 def _moves(base: EvidenceBase) -> np.ndarray:
