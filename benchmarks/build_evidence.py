@@ -183,7 +183,7 @@ def _peak(key: str) -> float:
     fp32 = float(specs["gpu_fp32_tflops"])
     column = {"tf32": "gpu_tf32_tflops", "fp16": "gpu_fp16_tflops"}.get(cls)
     tensor = specs.get(column) if column else None
-    return effective_peak(fp32, None if tensor is None else float(tensor))
+    return effective_peak(fp32, None if tensor is None else float(tensor), cls)
 
 
 def build(sources: tuple[str, ...] = tuple(SOURCES), exclude_gpus: tuple[str, ...] = (),

@@ -138,6 +138,21 @@ def test_effective_peak_is_between_the_fp32_and_the_tensor_peak():
     assert effective_peak(35.6, 35.6) == 35.6  # never below the FP32 peak
 
 
+def test_a_tf32_rate_near_the_fp32_figure_gains_nothing_over_it():
+    """TF32 at 8x FP32 (A100) moves by the geometric mean; at 2x (A10, whose FP32 figure
+    counts both dual-issue datapaths) by the FP32 figure; FP16 at 4x (A10) keeps the mean."""
+    assert effective_peak(19.5, 156.0, "tf32") == pytest.approx(math.sqrt(19.5 * 156.0))
+    assert effective_peak(31.2, 62.5, "tf32") == 31.2
+    assert effective_peak(31.2, 125.0, "fp16") == pytest.approx(math.sqrt(31.2 * 125.0))
+    frame = pd.DataFrame({"network": "bert", "gpu": ["NVIDIA A10", "NVIDIA A100-SXM4-40GB"],
+                          "batch_size": 32, "precision": "tf32"})
+    prep = prepare(frame, prefer_catalog=True)
+    assert list(prep.features["gpu_fp32_tflops"]) == pytest.approx(
+        [31.2, math.sqrt(19.5 * 156.0)])
+    # Still a device apart from the A10's FP32 runs: a precision it has a tensor rate for.
+    assert list(prep.hardware_label) == ["NVIDIA A10 (TF32)", "NVIDIA A100-SXM4-40GB (TF32)"]
+
+
 def _table(amp: bool) -> tuple[pd.DataFrame, np.ndarray]:
     frame = pd.DataFrame({"network": "bert", "gpu": "Tesla V100-SXM2-32GB",
                           "batch_size": [8, 16, 32, 64], "arch_amp": amp,

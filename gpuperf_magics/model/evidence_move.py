@@ -70,8 +70,8 @@ class Settings:
     #: source shares its host's quirks, which more workloads of that source do not average
     #: out. Set by ``benchmarks/build_evidence.py``
     #: (:func:`cross_variance`) to the square of the spread of the z-scores that moves between
-    #: sources showed (weak and chain buckets of the shipped base: 2.3x and 2.2x a unit
-    #: normal's, so 4.89); a base too small to measure it takes 1.
+    #: sources showed (weak and chain buckets of the shipped base: 2.15x and 2.19x a unit
+    #: normal's, so 4.76); a base too small to measure it takes 1.
     cross_var: float = 1.0
     #: How the spread of a source's move grows with its reach in batch size, in log space:
     #: per unit of ``|log(asked batch / the batch it ran)|``, over which its time per sample

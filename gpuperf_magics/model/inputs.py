@@ -16,7 +16,8 @@ What counts as a feature
   dtype, or in FP32 with TF32 allowed, the tensor cores do that work, and a GPU move follows
   their rate (V100 → A100 is 1.24× in FP32 peaks, 2.5× in FP16 tensor peaks). Tensor cores
   reach their peak only on large aligned products, so the rate used is the geometric mean of
-  the FP32 and the tensor peak (:func:`effective_peak`), never below the FP32 peak.
+  the FP32 and the tensor peak (:func:`effective_peak`), never below the FP32 peak; TF32 at
+  under :data:`TF32_GAIN_FROM` times the FP32 figure counts as FP32.
 - Of the canonical columns (:mod:`gpuperf_magics.columns`) those flagged ``feature`` are
   features (``batch_size``, ``gpu_count``, ``arch_*`` ...); bookkeeping, measurement quality
   and results of a run (``peak_memory_gb``) are not. Every other numeric or boolean column
@@ -260,7 +261,14 @@ def precision_of(frame: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def effective_peak(fp32: float, tensor: float | None) -> float:
+#: A TF32 tensor rate below this many times the FP32 figure gains a training step nothing
+#: over it (:func:`effective_peak`). The catalog's ratios fall in two groups: 1-2 (GA10x,
+#: AD10x, GB20x, whose FP32 figure counts both of an SM's dual-issue FP32 datapaths, and the
+#: H20) and 7-15 (A100, H100, B200).
+TF32_GAIN_FROM = 2.5
+
+
+def effective_peak(fp32: float, tensor: float | None, precision: str = "fp16") -> float:
     """TFLOPS a training step's matrix products reach on tensor cores, for moving between GPUs.
 
     The geometric mean of the FP32 peak and the tensor peak (never below the FP32 peak; a GPU
@@ -268,8 +276,17 @@ def effective_peak(fp32: float, tensor: float | None) -> float:
     public training speedups where the full tensor peak overshoots: V100 FP32 → AMP 1.9× with
     the bandwidth term (Dell measured 1.65-1.91× on ResNet-50), P100 → V100 in FP16 2.1×
     (measured 2.03-2.24×), V100 FP32 → A100 TF32 2.8× (NVIDIA: 2-5×).
+
+    ``precision`` "tf32": a TF32 rate under :data:`TF32_GAIN_FROM` times the FP32 figure
+    counts as the FP32 figure. On those GPUs (the A10, A40, L4, L40S, the RTX A- and
+    Ada-generation cards) the FP32 figure already counts both dual-issue datapaths, and
+    lambda2025's TF32 runs there are as slow against AMP as Turing's FP32 runs are (median
+    log time-per-sample ratio 0.61 against Turing's 0.64-0.73; the A100s and H100s, TF32 at
+    8× FP32, 0.39-0.45): the geometric mean had made them √2 faster than FP32.
     """
     if tensor is None or not np.isfinite(tensor) or tensor <= fp32:
+        return float(fp32)
+    if precision == "tf32" and tensor < TF32_GAIN_FROM * fp32:
         return float(fp32)
     return float(np.sqrt(fp32 * tensor))
 
@@ -299,11 +316,11 @@ def _precision_peaks(precision: np.ndarray, hw: dict[str, np.ndarray], rows: np.
         tensor = specs.get(PRECISION_PEAKS[kind])
         if tensor is not None and np.isfinite(tensor):
             naive[mask] = max(float(tensor), fp32)
-        peak = effective_peak(fp32, tensor)
-        hw["gpu_fp32_tflops"][mask] = peak
-        # Named by the precision where it changes the peak, and under AMP/FP16 always: a GPU
-        # without a tensor peak (GTX 1080 Ti) still runs FP16 and AMP as a device of its own.
-        if peak != fp32 or kind == "fp16":
+        hw["gpu_fp32_tflops"][mask] = effective_peak(fp32, tensor, kind)
+        # Named by the precision where it has a tensor peak above FP32, and under AMP/FP16
+        # always: a GPU without one (GTX 1080 Ti) still runs FP16 and AMP as a device of its
+        # own, and a TF32 run on an A10 (its rate the FP32 one's) is one apart from FP32 runs.
+        if effective_peak(fp32, tensor) != fp32 or kind == "fp16":
             labels[mask] = [f"{label} ({kind.upper()})" for label in labels[mask]]
 
 
