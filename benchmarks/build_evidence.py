@@ -286,9 +286,12 @@ def peak_power(sources: tuple[str, ...] = tuple(SOURCES)) -> list[str]:
 
     Every ordered pair of devices of one workload within one precision class (log time per
     sample), regressed through the origin on the log spec-sheet ratio (:func:`spec_prior`),
-    alone and with the log batch ratio beside it; then each source's spec-sheet MAPE and
-    median absolute error with the ratio raised to each of :data:`POWERS`. A question the
-    model does not ask (its spec-sheet move takes the ratio to the power 1): this says why.
+    alone and with the log batch ratio beside it, and the spread σ of its residuals at the
+    power 1 (half their 16th-84th percentile range: hosts differ, which is why the spec-sheet
+    bucket is calibrated with each source weighing alike); then each source's spec-sheet
+    MAPE and median absolute error with the ratio raised to each of :data:`POWERS`. A
+    question the model does not ask (its spec-sheet move takes the ratio to the power 1):
+    this says why.
     """
     base = ev.EvidenceBase(collect(sources), {s: SOURCES[s] for s in sources})
     pairs = em._moves(base)
@@ -301,7 +304,7 @@ def peak_power(sources: tuple[str, ...] = tuple(SOURCES)) -> list[str]:
     source = base.frame["source"].astype(str).to_numpy()[i]
     ok = np.isfinite(prior) & np.isfinite(actual)
     lines = ["| source | moves | power | at one batch size: moves, power | with the batch "
-             "ratio: power, batch |", "| --- | ---: | ---: | --- | --- |"]
+             "ratio: power, batch | σ at power 1 |", "| --- | ---: | ---: | --- | --- | ---: |"]
     errors = ["| power | " + " | ".join(sources) + " |",
               "| ---: | " + " | ".join("---:" for _ in sources) + " |"]
     for src in sources:
@@ -312,8 +315,9 @@ def peak_power(sources: tuple[str, ...] = tuple(SOURCES)) -> list[str]:
         alone = (f"{int(one.sum())}, {float(p[one] @ a[one] / (p[one] @ p[one])):.2f}"
                  if one.any() else "—")
         joint = np.linalg.lstsq(np.column_stack([p, b]), a, rcond=None)[0]
+        sigma = float(np.diff(np.quantile(a - p, [0.16, 0.84]))[0]) / 2
         lines.append(f"| {src} | {int(m.sum())} | {power:.2f} | {alone} | "
-                     f"{joint[0]:.2f}, {joint[1]:.2f} |")
+                     f"{joint[0]:.2f}, {joint[1]:.2f} | {sigma:.2f} |")
     for g in POWERS:
         cells = []
         for src in sources:

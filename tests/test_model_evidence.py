@@ -110,6 +110,13 @@ def test_peak_power_recovers_the_power_a_data_set_was_made_with(
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells[0] == "gavel2020" and cells[1] == "54"  # 9 workloads on 3 GPUs, 6 ordered pairs each
     assert cells[2] == "0.50" and cells[3] == "54, 0.50" and cells[4] == "0.50, 0.00"
+    # Each move errs by half its log peak ratio at the power 1: σ is half the 16th-84th
+    # percentile range of those errors (six moves per workload, alike in all nine).
+    ratios = [np.log(peak[a] / peak[b]) for a in gpus for b in gpus if a != b]
+    errors = -0.5 * np.array(ratios * 9)
+    assert float(cells[5]) == pytest.approx(np.diff(np.quantile(errors, [0.16, 0.84]))[0] / 2,
+                                            abs=0.005)
+    assert float(cells[5]) > 0.1
     mape = [float(line.split("|")[2].split("/")[0]) for line in lines[-4:]]
     assert mape == sorted(mape, reverse=True) and mape[0] > 10  # 1.0, 0.9, 0.8, 0.7
 
