@@ -268,7 +268,7 @@ def precision_of(frame: pd.DataFrame) -> np.ndarray:
 TF32_GAIN_FROM = 2.5
 
 
-def effective_peak(fp32: float, tensor: float | None, precision: str = "fp16") -> float:
+def effective_peak(fp32: float, tensor: float | None, precision: str | None = None) -> float:
     """TFLOPS a training step's matrix products reach on tensor cores, for moving between GPUs.
 
     The geometric mean of the FP32 peak and the tensor peak (never below the FP32 peak; a GPU
@@ -277,9 +277,10 @@ def effective_peak(fp32: float, tensor: float | None, precision: str = "fp16") -
     the bandwidth term (Dell measured 1.65-1.91× on ResNet-50), P100 → V100 in FP16 2.1×
     (measured 2.03-2.24×), V100 FP32 → A100 TF32 2.8× (NVIDIA: 2-5×).
 
-    ``precision`` "tf32": a TF32 rate under :data:`TF32_GAIN_FROM` times the FP32 figure
-    counts as the FP32 figure. On those GPUs (the A10, A40, L4, L40S, the RTX A- and
-    Ada-generation cards) the FP32 figure already counts both dual-issue datapaths, and
+    ``precision`` "tf32" (the class of ``tensor``; any other, or None, takes the mean): a
+    TF32 rate under :data:`TF32_GAIN_FROM` times the FP32 figure counts as the FP32 figure.
+    On those GPUs (the A10, A40, L4, L40S, the RTX A- and Ada-generation cards) the FP32
+    figure already counts both dual-issue datapaths, and
     lambda2025's TF32 runs there are as slow against AMP as Turing's FP32 runs are (median
     log time-per-sample ratio 0.61 against Turing's 0.64-0.73; the A100s and H100s, TF32 at
     8× FP32, 0.39-0.45): the geometric mean had made them √2 faster than FP32.
@@ -320,7 +321,8 @@ def _precision_peaks(precision: np.ndarray, hw: dict[str, np.ndarray], rows: np.
         # Named by the precision where it has a tensor peak above FP32, and under AMP/FP16
         # always: a GPU without one (GTX 1080 Ti) still runs FP16 and AMP as a device of its
         # own, and a TF32 run on an A10 (its rate the FP32 one's) is one apart from FP32 runs.
-        if effective_peak(fp32, tensor) != fp32 or kind == "fp16":
+        above = tensor is not None and bool(np.isfinite(tensor)) and tensor > fp32
+        if above or kind == "fp16":
             labels[mask] = [f"{label} ({kind.upper()})" for label in labels[mask]]
 
 
