@@ -193,3 +193,33 @@ def test_other_hosts_evidence_is_drawn_as_wide_as_its_few_sources_leave_it() -> 
     mine = {k: row(store, k) for k in (2, 5)}
     assert mine[2]["time_low_s"] == mine[5]["time_low_s"]
     assert mine[2]["time_high_s"] == mine[5]["time_high_s"]
+
+
+def test_the_spec_sheet_move_validation_scores_is_joined_as_an_answer_without_evidence() -> None:
+    """Validation calibrates a move with no evidence by the errors of the spec-sheet move
+    alone (``last_spec``) on the user's GPUs: it must be the answer such a move gets, the
+    median of the sources weighted by the prior's spread and each source's reach in batch,
+    not their plain median. Three source GPUs: one ran the asked batch (log move 0.0), two
+    carried their time per sample far (0.5 and 0.6, reach variance 5 each): the answer and
+    ``last_spec`` are 0.0, where the plain median would be 0.5. With evidence on the same
+    sources, ``last_spec`` stays what the spec sheet alone would have answered."""
+    import math
+
+    from gpuperf_magics.model.evidence_move import Estimate
+    from gpuperf_magics.model.evidence_query import EvidenceMove
+    from gpuperf_magics.model.gpu_move import GpuMove
+
+    base = empty_base()
+    base.settings = {"prior_sd": 0.5}
+    move = EvidenceMove(empty_base(), base, GpuMove())
+    reach = [0.0, 5.0, 5.0]
+    spec = [Estimate(x, 0.5, "gpu:spec", "spec sheet only", spec=x, reach_var=r)
+            for x, r in zip((0.0, 0.5, 0.6), reach, strict=True)]
+    assert move.combine(spec) == pytest.approx(1.0)
+    assert math.log(move.last_spec) == pytest.approx(0.0)
+    # Evidence moves the sources' answers (and their spreads) but not the spec-sheet move.
+    ev = [Estimate(x + 0.3, 0.1, "gpu:direct", "measured on both", 12, spec=x, reach_var=r)
+          for x, r in zip((0.0, 0.5, 0.6), reach, strict=True)]
+    move.combine(ev)
+    assert move.last.bucket == "gpu:direct"
+    assert math.log(move.last_spec) == pytest.approx(0.0)

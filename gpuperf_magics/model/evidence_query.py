@@ -120,18 +120,16 @@ class EvidenceMove:
         the asked batch outweighs one whose time per sample was carried from a tenth of it);
         the strongest bucket's estimate is kept in :attr:`last`."""
         w = np.array([1.0 / (max(e.sd, 1e-3) ** 2 + e.reach_var) for e in estimates])
-        logs = np.array([e.log_ratio for e in estimates])
         rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
         best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
         self.last = best
-        # The spec-sheet move alone, joined the same way (every source's spread the prior's).
-        self.last_spec = float(np.exp(np.median([e.spec for e in estimates])))
-        order = np.argsort(logs)
-        cum = np.cumsum(w[order]) / w.sum()
-        k = int(np.searchsorted(cum, 0.5))
-        if len(logs) % 2 == 0 and np.isclose(cum[k], 0.5) and k + 1 < len(logs):
-            return float(np.exp(0.5 * (logs[order][k] + logs[order][k + 1])))
-        return float(np.exp(logs[order][k]))
+        # The spec-sheet move alone, joined the same way: each source's spread the prior's
+        # (what :func:`~.evidence_move.estimate` gives a move without evidence) and its reach.
+        prior_var = np.array([_prior_sd(e.bucket, self.settings) ** 2 for e in estimates])
+        reach = np.array([e.reach_var for e in estimates])
+        self.last_spec = float(np.exp(_weighted_median(
+            np.array([e.spec for e in estimates]), 1.0 / (prior_var + reach))))
+        return float(np.exp(_weighted_median(np.array([e.log_ratio for e in estimates]), w)))
 
     def interval(self, own: dict[str, np.ndarray], last: Estimate, coverage: float,
                  groups: dict[str, np.ndarray] | None = None) -> tuple[float, float, float]:
@@ -193,6 +191,22 @@ class EvidenceMove:
             scale = NormalDist().inv_cdf((1 + coverage) / 2) / NormalDist().inv_cdf(0.9)
             lo, hi, mape = min(lo, scale * m.q_lo), max(hi, scale * m.q_hi), max(mape, m.mape)
         return min(lo, 0.0), max(hi, 0.0), mape
+
+
+def _prior_sd(bucket: str, s: Settings) -> float:
+    """The spread a move of ``bucket``'s kind has with no evidence (:func:`estimate`'s)."""
+    return s.prior_sd_precision if bucket.startswith("precision:") else s.prior_sd
+
+
+def _weighted_median(logs: np.ndarray, w: np.ndarray) -> float:
+    """The median of ``logs`` weighted by ``w`` (midway between two values where the
+    cumulative weight falls on one half exactly)."""
+    order = np.argsort(logs)
+    cum = np.cumsum(w[order]) / w.sum()
+    k = int(np.searchsorted(cum, 0.5))
+    if len(logs) % 2 == 0 and np.isclose(cum[k], 0.5) and k + 1 < len(logs):
+        return float(0.5 * (logs[order][k] + logs[order][k + 1]))
+    return float(logs[order][k])
 
 
 def _unrecorded(src: str, dst: str) -> str:
