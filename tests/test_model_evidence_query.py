@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
@@ -223,3 +225,34 @@ def test_the_spec_sheet_move_validation_scores_is_joined_as_an_answer_without_ev
     move.combine(ev)
     assert move.last.bucket == "gpu:direct"
     assert math.log(move.last_spec) == pytest.approx(0.0)
+
+
+def test_a_source_that_changes_the_gpu_and_the_precision_errs_as_both_moves_do() -> None:
+    """A network measured on a T4 in FP32 at batch 32 and in AMP at batch 2, asked in AMP at
+    batch 32 on an A100 with no evidence. The AMP run moves by the GPU alone (spread
+    ``prior_sd`` 0.4), its time per sample carried 16x (reach variance 0.16); the FP32 run
+    changes the GPU and the precision at once: its variance is the precision move's
+    (``prior_sd_precision`` 0.5) plus the GPU move's, 0.41 against the AMP run's 0.32, and the
+    AMP run answers, as if alone. Weighed as a precision move only (0.25), the FP32 run
+    would have answered."""
+    rows = [{"network": "net", "gpu": "Tesla T4", "precision": p, "batch_size": b,
+             "iterations": 10, "time_s": 10 * t} for p, b, t in (("fp32", 32, 0.2),
+                                                                  ("amp", 2, 0.01))]
+    store = pd.DataFrame(rows)
+    query = pd.DataFrame({"network": ["net"], "gpu": "NVIDIA A100-SXM4-40GB",
+                          "precision": "amp", "batch_size": [32], "iterations": 10})
+
+    def answer(data: pd.DataFrame) -> pd.Series:
+        base = empty_base()
+        base.settings = {"prior_sd": 0.4, "prior_sd_precision": 0.5,
+                         "reach_batch": 0.4 / math.log(16)}
+        model = TrainingTimeModel(evidence=base).fit(data.drop(columns="time_s"),
+                                                     data["time_s"])
+        return model.predict_table(query).iloc[0]
+
+    every, amp_only = answer(store), answer(store[store["precision"] == "amp"])
+    fp32_only = answer(store[store["precision"] == "fp32"])
+    assert "spec sheet only" in every["detail"]
+    assert every["per_iteration_s"] == pytest.approx(amp_only["per_iteration_s"], rel=1e-9)
+    # The FP32 run alone answers, and differently.
+    assert abs(math.log(fp32_only["per_iteration_s"] / amp_only["per_iteration_s"])) > 0.1

@@ -135,6 +135,9 @@ class Estimate:
     #: Its evidence was all measured on other hosts than the run (:func:`from_other_hosts`):
     #: its interval is drawn as a new source's (:func:`few_sources`).
     other_hosts: bool = False
+    #: The move changes the GPU and the precision at once (a run in FP32 on one GPU asked in
+    #: AMP on another): it errs as both moves do.
+    both: bool = False
 
 
 def spec_sd(prior: float, move: str, s: Settings) -> float:

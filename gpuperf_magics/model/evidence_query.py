@@ -111,22 +111,28 @@ class EvidenceMove:
                         est.detail + (_unrecorded(src, dst) if est.bucket.endswith(":spec")
                                       else ""), est.workloads, spec=math.log(prior_t),
                         reach_var=reach_variance(carried, self.settings), prior=est.prior,
-                        other_hosts=est.other_hosts)
+                        other_hosts=est.other_hosts,
+                        both=(est.bucket.startswith("precision:")
+                              and src.rpartition("|")[0] != dst.rpartition("|")[0]))
 
     def combine(self, estimates: list[Estimate]) -> float:
         """Seconds per iteration from the sources' estimates: the median of their log times
         weighted by their precision (one source GPU whose host was slow must not move the
         answer, as a mean would let it), each source's reach in batch included (a GPU that ran
         the asked batch outweighs one whose time per sample was carried from a tenth of it);
-        the strongest bucket's estimate is kept in :attr:`last`."""
-        w = np.array([1.0 / (max(e.sd, 1e-3) ** 2 + e.reach_var) for e in estimates])
+        the strongest bucket's estimate is kept in :attr:`last`.
+
+        A source that changes both the GPU and the precision errs as both moves do: its
+        variance adds the spec-sheet GPU move's (``prior_sd²``) to its own."""
+        both = np.array([self.settings.prior_sd ** 2 if e.both else 0.0 for e in estimates])
+        w = 1.0 / (np.array([max(e.sd, 1e-3) ** 2 + e.reach_var for e in estimates]) + both)
         rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
         best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
         self.last = best
         # The spec-sheet move alone, joined the same way: each source's spread the prior's
         # (what :func:`~.evidence_move.estimate` gives a move without evidence) and its reach.
         prior_var = np.array([_prior_sd(e.bucket, self.settings) ** 2 for e in estimates])
-        reach = np.array([e.reach_var for e in estimates])
+        reach = np.array([e.reach_var for e in estimates]) + both
         self.last_spec = float(np.exp(_weighted_median(
             np.array([e.spec for e in estimates]), 1.0 / (prior_var + reach))))
         return float(np.exp(_weighted_median(np.array([e.log_ratio for e in estimates]), w)))
