@@ -130,11 +130,12 @@ class EvidenceMove:
         best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
         self.last = best
         # The spec-sheet move alone, joined the same way: each source's spread the prior's
-        # (what :func:`~.evidence_move.estimate` gives a move without evidence) and its reach.
+        # (what :func:`~.evidence_move.estimate` gives a move without evidence), its reach,
+        # and a move of both the GPU move's.
         prior_var = np.array([_prior_sd(e.bucket, self.settings) ** 2 for e in estimates])
-        reach = np.array([e.reach_var for e in estimates]) + both
+        extra = np.array([e.reach_var for e in estimates]) + both
         self.last_spec = float(np.exp(_weighted_median(
-            np.array([e.spec for e in estimates]), 1.0 / (prior_var + reach))))
+            np.array([e.spec for e in estimates]), 1.0 / (prior_var + extra))))
         return float(np.exp(_weighted_median(np.array([e.log_ratio for e in estimates]), w)))
 
     def interval(self, own: dict[str, np.ndarray], last: Estimate, coverage: float,
