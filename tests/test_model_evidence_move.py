@@ -322,3 +322,22 @@ def test_each_source_weighs_alike_in_a_balanced_calibration() -> None:
         assert abs(at(pooled, level)) < 0.5 * abs(at(balanced, level))
     assert balanced["gpu:spec"]["n"] == pooled["gpu:spec"]["n"]  # the count stays the moves'
     assert balanced["gpu:spec"]["mape"] > 2 * pooled["gpu:spec"]["mape"]
+
+
+def test_the_weighted_median_takes_the_middle_of_two_alike_only_when_asked() -> None:
+    """One helper for every weighted median of the evidence move: the first value whose
+    cumulative weight reaches half; ``midway`` (joining source GPUs) takes the middle of two
+    values whose weights split exactly in half, so two alike sources give their mean."""
+    import numpy as np
+
+    from gpuperf_magics.model.evidence_move import weighted_median
+
+    x, alike = np.array([0.4, 0.0]), np.ones(2)
+    assert weighted_median(x, alike) == 0.0
+    assert weighted_median(x, alike, midway=True) == pytest.approx(0.2)
+    # Unequal weights, or an odd count, have one median either way.
+    assert weighted_median(x, np.array([1.0, 3.0]), midway=True) == 0.0
+    three = np.array([0.9, 0.0, 0.3])
+    assert weighted_median(three, np.ones(3)) == weighted_median(three, np.ones(3),
+                                                                 midway=True) == 0.3
+    assert weighted_median(three, np.array([1.0, 1.0, 5.0])) == 0.3

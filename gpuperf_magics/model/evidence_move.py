@@ -210,7 +210,7 @@ def direct(bases: Sequence[EvidenceBase], q: Query, s: Settings) -> Evidence | N
         return None
     # np.average's arithmetic (a weighted sum over the sum of weights) without its checks;
     # a precision move takes the weighted median (its pairs hold outliers a mean follows).
-    m = _weighted_median(r, w) if precision else float((r * w).sum() / total)
+    m = weighted_median(r, w) if precision else float((r * w).sum() / total)
     spread = float(((r - m) ** 2 * w).sum() / total)
     tau2 = (strength * spread + s.tau0 ** 2) / (strength + 1.0)
     return Evidence(m, tau2, tau2 / strength, strength, len(r))
@@ -254,10 +254,19 @@ def _stacked(bases: Sequence[EvidenceBase], q: Query, s: Settings
     return out
 
 
-def _weighted_median(x: np.ndarray, w: np.ndarray) -> float:
+def weighted_median(x: np.ndarray, w: np.ndarray, midway: bool = False) -> float:
+    """The median of ``x`` weighted by ``w``: the first value whose cumulative weight reaches
+    half. ``midway``: with an even count, where that value's cumulative weight is half
+    exactly, the mean of it and the next (two alike sources give their middle)."""
     order = np.argsort(x, kind="stable")
     cum = np.cumsum(w[order])
-    return float(x[order][int(np.searchsorted(cum, 0.5 * cum[-1]))])
+    if not midway:
+        return float(x[order][int(np.searchsorted(cum, 0.5 * cum[-1]))])
+    cum = cum / np.sum(w)
+    k = int(np.searchsorted(cum, 0.5))
+    if len(x) % 2 == 0 and np.isclose(cum[k], 0.5) and k + 1 < len(x):
+        return float(0.5 * (x[order][k] + x[order][k + 1]))
+    return float(x[order][k])
 
 
 def _pair_arrays(base: EvidenceBase, src: str, dst: str, kind: str | None,

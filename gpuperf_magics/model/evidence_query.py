@@ -30,6 +30,7 @@ from gpuperf_magics.model.evidence_move import (
     interval,
     reach_variance,
     spec_sd,
+    weighted_median,
 )
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.series import SeriesIndex
@@ -134,9 +135,10 @@ class EvidenceMove:
         # and a move of both the GPU move's.
         prior_var = np.array([_prior_sd(e.bucket, self.settings) ** 2 for e in estimates])
         extra = np.array([e.reach_var for e in estimates]) + both
-        self.last_spec = float(np.exp(_weighted_median(
-            np.array([e.spec for e in estimates]), 1.0 / (prior_var + extra))))
-        return float(np.exp(_weighted_median(np.array([e.log_ratio for e in estimates]), w)))
+        self.last_spec = float(np.exp(weighted_median(
+            np.array([e.spec for e in estimates]), 1.0 / (prior_var + extra), midway=True)))
+        return float(np.exp(weighted_median(np.array([e.log_ratio for e in estimates]), w,
+                                            midway=True)))
 
     def interval(self, own: dict[str, np.ndarray], last: Estimate, coverage: float,
                  groups: dict[str, np.ndarray] | None = None) -> tuple[float, float, float]:
@@ -203,17 +205,6 @@ class EvidenceMove:
 def _prior_sd(bucket: str, s: Settings) -> float:
     """The spread a move of ``bucket``'s kind has with no evidence (:func:`estimate`'s)."""
     return s.prior_sd_precision if bucket.startswith("precision:") else s.prior_sd
-
-
-def _weighted_median(logs: np.ndarray, w: np.ndarray) -> float:
-    """The median of ``logs`` weighted by ``w`` (midway between two values where the
-    cumulative weight falls on one half exactly)."""
-    order = np.argsort(logs)
-    cum = np.cumsum(w[order]) / w.sum()
-    k = int(np.searchsorted(cum, 0.5))
-    if len(logs) % 2 == 0 and np.isclose(cum[k], 0.5) and k + 1 < len(logs):
-        return float(0.5 * (logs[order][k] + logs[order][k + 1]))
-    return float(logs[order][k])
 
 
 def _unrecorded(src: str, dst: str) -> str:
