@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from gpuperf_magics.model import TrainingTimeModel
+from gpuperf_magics.model.clusters import sample_interval
 from gpuperf_magics.model.evidence import empty_base
 
 
@@ -253,6 +255,112 @@ def test_a_source_that_changes_the_gpu_and_the_precision_errs_as_both_moves_do()
     every, amp_only = answer(store), answer(store[store["precision"] == "amp"])
     fp32_only = answer(store[store["precision"] == "fp32"])
     assert "spec sheet only" in every["detail"]
+    assert "from 1 measured GPU in 2 precisions" in every["detail"]
     assert every["per_iteration_s"] == pytest.approx(amp_only["per_iteration_s"], rel=1e-9)
     # The FP32 run alone answers, and differently.
     assert abs(math.log(fp32_only["per_iteration_s"] / amp_only["per_iteration_s"])) > 0.1
+
+
+def test_a_move_from_one_source_gpu_counts_gpus_not_precisions_and_validation_scores_each_alone(
+) -> None:
+    """An answer joined from a T4 in FP32, the same T4 in AMP and a V100 rests on two source
+    GPUs. Validation scores the move from each GPU alone (:meth:`by_source`): the T4's is the
+    weighted median of its two runs (weights 1/0.3² and 1/0.1²: the AMP run's 0.6, though the
+    FP32 run's bucket, the strongest, names it), the V100's its one run's 0.9; a move from
+    one GPU is scored as nothing of the kind."""
+    from gpuperf_magics.model.evidence_move import Estimate
+    from gpuperf_magics.model.evidence_query import EvidenceMove
+    from gpuperf_magics.model.gpu_move import GpuMove
+
+    move = EvidenceMove(empty_base(), empty_base(), GpuMove())
+    runs = [Estimate(0.2, 0.3, "gpu:direct", "", 12, source="Tesla T4"),
+            Estimate(0.6, 0.1, "precision:weak", "", 3, source="Tesla T4"),
+            Estimate(0.9, 0.1, "gpu:weak", "", 4, source="Tesla V100-SXM2-16GB")]
+    move.combine(runs)
+    assert move.last.sources == 2 and move.last.bucket == "gpu:direct"
+    assert move.by_source(3) == [("gpu:direct", pytest.approx(0.6)),
+                                 ("gpu:weak", pytest.approx(0.9))]
+    assert move.by_source(1) == [("gpu:direct", pytest.approx(0.6))]
+    move.combine(runs[:2])
+    assert move.last.sources == 1 and move.by_source(3) == []
+
+
+def _one_gpu_store(rng: np.random.Generator, sd: float, known: int = 24, new: int = 60
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``known`` networks on four GPUs, each network's speed on each GPU off the others' by a
+    log-normal factor of spread ``sd``; ``new`` networks measured on one GPU each (their own
+    factors), with their times on the other three GPUs to predict."""
+    gpus = ("Tesla T4", "NVIDIA GeForce RTX 2080 Ti", "Tesla V100-SXM2-16GB",
+            "NVIDIA A100-SXM4-40GB")
+    speed = {"Tesla T4": 1.0, "NVIDIA GeForce RTX 2080 Ti": 1.7, "Tesla V100-SXM2-16GB": 2.1,
+             "NVIDIA A100-SXM4-40GB": 3.0}
+    rows = []
+    for k in range(known + new):
+        factor = dict(zip(gpus, rng.normal(0.0, sd, len(gpus)), strict=True))
+        for g in gpus:
+            for b in (16, 32, 64):
+                rows.append({"network": f"net{k}", "gpu": g, "batch_size": b,
+                             "iterations": 10, "new": k >= known, "own": g == gpus[k % 4],
+                             "time_s": 10 * 0.001 * (1 + k % 5) * b / speed[g]
+                             * math.exp(factor[g])})
+    every = pd.DataFrame(rows)
+    train = every[~every["new"] | every["own"]].drop(columns=["new", "own"])
+    asked = every[every["new"] & ~every["own"] & (every["batch_size"] == 32)]
+    return train, asked.drop(columns=["new", "own"])
+
+
+def test_a_network_measured_on_one_gpu_gets_the_interval_of_the_users_moves_from_one_gpu(
+) -> None:
+    """Networks whose speed on each GPU is off by an independent factor (spread 0.15 in log):
+    a move from one GPU errs by two such factors (sd 0.21), a join of three GPUs' moves by
+    less (their median: about 0.18). The user's other networks' moves from one GPU at a time
+    are validated apart (``one|gpu:direct``), wider than the joined ones, and a new network
+    measured on one GPU takes their interval: 85% of its other GPUs inside (74-86% over eight
+    draws of the store), width 0.59 in log. As the wider of the joined moves' interval and an
+    empty public calibration's ±0.5, 98% were, at width 1.0."""
+    rng = np.random.default_rng(3)
+    train, asked = _one_gpu_store(rng, 0.15)
+    model = TrainingTimeModel(evidence=empty_base()).fit(train.drop(columns="time_s"),
+                                                         train["time_s"])
+    res = model.evidence_residuals_
+    single, joined = res["one|gpu:direct"], res["gpu:direct"]
+    assert len(single) >= 20
+    assert np.subtract(*np.quantile(single, [0.9, 0.1])) > np.subtract(
+        *np.quantile(joined, [0.9, 0.1]))
+    table = model.predict_table(asked.drop(columns="time_s"))
+    assert table["detail"].str.contains("measured on both").all()
+    actual = asked["time_s"].to_numpy()
+    inside = (table["time_low_s"].to_numpy() <= actual) & (actual <= table["time_high_s"])
+    assert 0.7 <= inside.mean() <= 0.9
+    # The interval is that of one more move from one GPU (the sample interval of the
+    # validated ones), around each answer.
+    lo, hi = sample_interval(single, 0.8)
+    width = np.log(table["time_high_s"] / table["time_low_s"]).to_numpy()
+    assert np.median(width) == pytest.approx(hi - lo, rel=0.1)
+
+
+def test_a_move_from_one_gpu_by_other_hosts_evidence_keeps_the_public_interval() -> None:
+    """The user's moves from one GPU were validated with the user's own pairs. A network
+    measured on a P100, which none of the user's other networks ran, asked on a K80, moves by
+    the public base's pairs, other hosts' evidence: its interval is the public calibration's
+    (widened for the base's few sources), not the user's single moves'."""
+    from gpuperf_magics.model.evidence_query import SINGLE
+
+    train, _ = _one_gpu_store(np.random.default_rng(3), 0.15)
+    lone = pd.DataFrame([{"network": "lone", "gpu": "Tesla P100-PCIE-16GB", "batch_size": b,
+                          "iterations": 10, "time_s": 10 * 0.003 * b} for b in (16, 32, 64)])
+    train = pd.concat([train, lone], ignore_index=True)
+    model = TrainingTimeModel().fit(train.drop(columns="time_s"), train["time_s"])
+    table = model.predict_table(pd.DataFrame({"network": ["lone"], "gpu": "Tesla K80",
+                                              "batch_size": [32], "iterations": 10}))
+    est = model.estimator_
+    evidence = est.local_["lone"].evidence
+    last = evidence.last
+    assert last.sources == 1 and last.other_hosts and last.bucket == "gpu:direct"
+    assert len(est.evidence_residuals_[SINGLE + last.bucket]) >= 20
+    public_only = {k: v for k, v in est.evidence_residuals_.items() if not k.startswith(SINGLE)}
+    assert evidence.interval(est.evidence_residuals_, last, 0.8) == evidence.interval(
+        public_only, last, 0.8)
+    single = sample_interval(est.evidence_residuals_[SINGLE + last.bucket], 0.8)
+    width = math.log(table["time_high_s"].iloc[0] / table["time_low_s"].iloc[0])
+    assert width > 1.5 * (single[1] - single[0])

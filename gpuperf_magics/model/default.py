@@ -451,8 +451,13 @@ class DefaultModel(GlobalModel):
                         f"({names[method]})")
             members = np.concatenate([sub.members for _, _, sub in r.steps])
         else:
-            n = len(r.sources)
-            text = (f"to {label} from {n} measured GPU{'s' if n > 1 else ''} "
+            # A GPU measured in two precisions is one source GPU, run twice.
+            keys = [index.device[rep] for rep, _ in r.sources]
+            n = len({k.rpartition("|")[0] if isinstance(k, str) else i
+                     for i, k in enumerate(keys)})
+            runs = (f" in {len(keys)} precisions" if n == 1 and len(keys) > 1
+                    else f" in {len(keys)} GPU-precision pairs" if len(keys) > n else "")
+            text = (f"to {label} from {n} measured GPU{'s' if n > 1 else ''}{runs} "
                     f"({names[method]})")
             members = np.array([rep for rep, _ in r.sources])
         spread = float(index.spread[members].max()) if len(members) else 1.0

@@ -138,6 +138,11 @@ class Estimate:
     #: The move changes the GPU and the precision at once (a run in FP32 on one GPU asked in
     #: AMP on another): it errs as both moves do.
     both: bool = False
+    #: The GPU the move is from (its name, every precision alike).
+    source: str = ""
+    #: How many source GPUs the answer it stands for joined (:meth:`~.evidence_query.
+    #: EvidenceMove.combine`): a move from one errs as a single move does.
+    sources: int = 1
 
 
 def spec_sd(prior: float, move: str, s: Settings) -> float:

@@ -10,6 +10,7 @@ are kept for the prediction's interval and ``detail``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -38,6 +39,9 @@ from gpuperf_magics.model.series import SeriesIndex
 #: Own validated residuals of a bucket from which they, not the public calibration, set the
 #: bucket's interval.
 OWN_CALIBRATION = 20
+#: The prefix of a bucket's residuals of moves from one source GPU alone (validation scores
+#: each held-out configuration's move from every source too, not only their join).
+SINGLE = "one|"
 
 
 def own_rows(index: SeriesIndex, network: str) -> pd.DataFrame:
@@ -67,6 +71,9 @@ class EvidenceMove:
     #: During validation: the network whose own rows are withheld (its held-out GPU).
     withhold: bool = False
     last: Estimate | None = None
+    #: Every source's estimate of the last :meth:`combine` with its weight there, for
+    #: validation to score the move from one source GPU (:meth:`by_source`).
+    last_sources: list[tuple[Estimate, float]] = field(default_factory=list)
     #: Seconds per iteration of the spec-sheet move alone, for the last :meth:`combine`.
     last_spec: float = float("nan")
     kind: str | None = field(default=None)
@@ -114,7 +121,8 @@ class EvidenceMove:
                         reach_var=reach_variance(carried, self.settings), prior=est.prior,
                         other_hosts=est.other_hosts,
                         both=(est.bucket.startswith("precision:")
-                              and src.rpartition("|")[0] != dst.rpartition("|")[0]))
+                              and src.rpartition("|")[0] != dst.rpartition("|")[0]),
+                        source=src.rpartition("|")[0])
 
     def combine(self, estimates: list[Estimate]) -> float:
         """Seconds per iteration from the sources' estimates: the median of their log times
@@ -129,7 +137,8 @@ class EvidenceMove:
         w = 1.0 / (np.array([max(e.sd, 1e-3) ** 2 + e.reach_var for e in estimates]) + both)
         rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
         best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
-        self.last = best
+        self.last = dataclasses.replace(best, sources=len({e.source for e in estimates}))
+        self.last_sources = list(zip(estimates, w, strict=True))
         # The spec-sheet move alone, joined the same way: each source's spread the prior's
         # (what :func:`~.evidence_move.estimate` gives a move without evidence), its reach,
         # and a move of both the GPU move's.
@@ -139,6 +148,30 @@ class EvidenceMove:
             np.array([e.spec for e in estimates]), 1.0 / (prior_var + extra), midway=True)))
         return float(np.exp(weighted_median(np.array([e.log_ratio for e in estimates]), w,
                                             midway=True)))
+
+    def by_source(self, limit: int) -> list[tuple[str, float]]:
+        """(bucket, log seconds per iteration) of the last :meth:`combine`'s move from each
+        source GPU alone, joined over its precisions as :meth:`combine` joins them, for at
+        most ``limit`` source GPUs spread over them (in their order); none from one GPU."""
+        of_gpu: dict[str, list[tuple[Estimate, float]]] = {}
+        for e, w in self.last_sources:
+            of_gpu.setdefault(e.source, []).append((e, w))
+        if len(of_gpu) < 2:
+            return []
+        gpus = list(of_gpu.values())
+        n = len(gpus)
+        if n > limit:
+            gpus = [gpus[round(k * (n - 1) / max(limit - 1, 1))] for k in range(limit)]
+        out = []
+        for mine in gpus:
+            if len(mine) == 1:
+                out.append((mine[0][0].bucket, mine[0][0].log_ratio))
+                continue
+            best = min(mine, key=lambda ew: (_rank(ew[0].bucket), -ew[0].workloads))[0]
+            out.append((best.bucket, weighted_median(np.array([e.log_ratio for e, _ in mine]),
+                                                     np.array([w for _, w in mine]),
+                                                     midway=True)))
+        return out
 
     def interval(self, own: dict[str, np.ndarray], last: Estimate, coverage: float,
                  groups: dict[str, np.ndarray] | None = None) -> tuple[float, float, float]:
@@ -161,15 +194,22 @@ class EvidenceMove:
             # the network's, as the cross-source factor on its weight says too.
             k = few_sources(coverage, self.public.n_sources)
             public = (k * public[0], k * public[1], public[2])
-        res = own.get(last.bucket)
+        key = last.bucket
+        if (last.sources == 1 and not last.other_hosts
+                and len(own.get(SINGLE + key, ())) >= OWN_CALIBRATION):
+            # A move from one GPU by the user's own pairs: the user's validated moves from one
+            # (those were all by the user's pairs; other hosts' evidence errs as its own).
+            key = SINGLE + key
+        res = own.get(key)
         if res is None or len(res) < OWN_CALIBRATION:
             return public
-        mine = _clustered(_own_interval(res, coverage), res, groups.get(last.bucket),
-                          coverage)
-        if last.bucket.endswith(("direct", "weak")):
-            # The user's validated moves came from every other GPU of a network at once (their
-            # median); a network measured on one GPU moves from that one: its error is at
-            # least what single moves of the public base made. The wider of the two.
+        mine = _clustered(_own_interval(res, coverage), res, groups.get(key), coverage)
+        if key.endswith("weak") or (key.endswith("direct") and not key.startswith(SINGLE)):
+            # A move from few alike workloads errs by how far those few are from it, as its
+            # spread says and the public calibration scales: at least that. The user's moves
+            # validated only joined over every other GPU of a network (their median) say
+            # too little of a move from fewer: at least what single moves of the public base
+            # made. The wider of the two.
             return min(mine[0], public[0]), max(mine[1], public[1]), max(mine[2], public[2])
         return mine
 

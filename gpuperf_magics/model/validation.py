@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from gpuperf_magics.model.clusters import expected_error
+from gpuperf_magics.model.evidence_query import SINGLE
 from gpuperf_magics.model.gpu_move import GpuMove
 from gpuperf_magics.model.inputs import Prepared
 from gpuperf_magics.model.local import (
@@ -73,6 +74,8 @@ MIN_REFIT, MAX_REFIT, SERIES_PER_GPU = 10, 400, 3
 CHAIN_TASKS = 50
 #: Groups of GPUs held out in turn to validate the cross-series model's GPU moves.
 GPU_FOLDS = 3
+#: Source GPUs of a validated GPU move whose moves alone are scored too, at most.
+SINGLE_SOURCES = 3
 #: The method each kind of move uses before validation says otherwise.
 DEFAULT_METHOD = {"repeat": "lin", "batch:inside": "lin", "batch:beyond": "lin",
                   "batch:single": "lin",
@@ -205,6 +208,14 @@ class _Scorer:
             if ev.last.bucket != spec:
                 self.buckets.setdefault(ev.last.bucket, []).append(task["evidence"])
                 self.bucket_groups.setdefault(ev.last.bucket, []).append(group)
+            # The move from each source GPU alone (a few): what a network measured on one
+            # GPU errs by, as a join of many sources does not. (No source has evidence where
+            # the strongest has none.)
+            single = ev.last.bucket.endswith(("direct", "weak"))
+            for bucket, log_t in ev.by_source(SINGLE_SOURCES) if single else ():
+                if bucket.endswith(("direct", "weak")):
+                    self.buckets.setdefault(SINGLE + bucket, []).append(math.log(actual) - log_t)
+                    self.bucket_groups.setdefault(SINGLE + bucket, []).append(group)
             # A host-bound move's spec-sheet answer kept its host's time: not what the
             # spec-sheet moves of GPU-bound work err by.
             host = ev.last.bucket.endswith(f":{HOST_BUCKET}")
