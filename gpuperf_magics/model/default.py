@@ -455,8 +455,9 @@ class DefaultModel(GlobalModel):
             keys = [index.device[rep] for rep, _ in r.sources]
             n = len({k.rpartition("|")[0] if isinstance(k, str) else i
                      for i, k in enumerate(keys)})
-            runs = (f" in {len(keys)} precisions" if n == 1 and len(keys) > 1
-                    else f" in {len(keys)} GPU-precision pairs" if len(keys) > n else "")
+            runs = ""
+            if len(keys) > n:
+                runs = f" in {len(keys)} " + ("precisions" if n == 1 else "GPU-precision pairs")
             text = (f"to {label} from {n} measured GPU{'s' if n > 1 else ''}{runs} "
                     f"({names[method]})")
             members = np.array([rep for rep, _ in r.sources])

@@ -103,6 +103,7 @@ class EvidenceMove:
             return None
         bw = h[1] if len(h) > 1 else None
         hw = index.hw[rep]
+        src_gpu = src.rpartition("|")[0]
         prior_t = float(self.prior_move.scale(
             np.array([t_src]), np.array([hw[0]]), None if bw is None else np.array([hw[1]]),
             np.array([h[0]]), None if bw is None else np.array([bw]),
@@ -121,8 +122,8 @@ class EvidenceMove:
                         reach_var=reach_variance(carried, self.settings), prior=est.prior,
                         other_hosts=est.other_hosts,
                         both=(est.bucket.startswith("precision:")
-                              and src.rpartition("|")[0] != dst.rpartition("|")[0]),
-                        source=src.rpartition("|")[0])
+                              and src_gpu != dst.rpartition("|")[0]),
+                        source=src_gpu)
 
     def combine(self, estimates: list[Estimate]) -> float:
         """Seconds per iteration from the sources' estimates: the median of their log times
@@ -135,8 +136,7 @@ class EvidenceMove:
         variance adds the spec-sheet GPU move's (``prior_sd²``) to its own."""
         both = np.array([self.settings.prior_sd ** 2 if e.both else 0.0 for e in estimates])
         w = 1.0 / (np.array([max(e.sd, 1e-3) ** 2 + e.reach_var for e in estimates]) + both)
-        rank = [(_rank(e.bucket), -e.workloads) for e in estimates]
-        best = estimates[min(range(len(estimates)), key=rank.__getitem__)]
+        best = min(estimates, key=_strength)
         self.last = dataclasses.replace(best, sources=len({e.source for e in estimates}))
         self.last_sources = list(zip(estimates, w, strict=True))
         # The spec-sheet move alone, joined the same way: each source's spread the prior's
@@ -167,7 +167,7 @@ class EvidenceMove:
             if len(mine) == 1:
                 out.append((mine[0][0].bucket, mine[0][0].log_ratio))
                 continue
-            best = min(mine, key=lambda ew: (_rank(ew[0].bucket), -ew[0].workloads))[0]
+            best = min((e for e, _ in mine), key=_strength)
             out.append((best.bucket, weighted_median(np.array([e.log_ratio for e, _ in mine]),
                                                      np.array([w for _, w in mine]),
                                                      midway=True)))
@@ -275,6 +275,12 @@ def _clustered(bounds: tuple[float, float, float], res: np.ndarray,
     where the GPU of each residual is known (:func:`~.clusters.at_least_cluster`)."""
     lo, hi = at_least_cluster(bounds[0], bounds[1], res, groups, coverage)
     return min(lo, 0.0), max(hi, 0.0), bounds[2]
+
+
+def _strength(e: Estimate) -> tuple[int, int]:
+    """Sort key of the strongest estimate first: its bucket's rank, then more workloads (the
+    first of equals wins, as ``min`` keeps it)."""
+    return _rank(e.bucket), -e.workloads
 
 
 def _rank(bucket: str) -> int:
